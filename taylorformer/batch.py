@@ -1,0 +1,134 @@
+"""The batch: the one structure every task produces and every model consumes.
+
+A batch is a plain ``dict`` of tensors (so it flows through ``tf.data`` and
+``tf.distribute`` unchanged):
+
+=============  ===================  ===============================================
+key            shape                meaning
+=============  ===================  ===============================================
+``xc``         ``[B, Nc, Dx]``      context inputs (float32)
+``yc``         ``[B, Nc, Dy]``      context outputs
+``xt``         ``[B, Nt, Dx]``      target inputs
+``yt``         ``[B, Nt, Dy]``      target outputs (zeros if unknown, e.g. prediction)
+``mask_c``     ``[B, Nc]``          1.0 for a real context point, 0.0 for padding
+``mask_t``     ``[B, Nt]``          1.0 for a real target point, 0.0 for padding
+``gt_loglik``  ``[B]`` (optional)   exact GP predictive log-lik per target point
+=============  ===================  ===============================================
+
+Optional feature groups (spatio-temporal models): ``sc``/``st`` space ``[B, N, Ds]``,
+``tc``/``tt`` time ``[B, N, Dt]``. Variable set sizes inside one batch are padding
+plus masks; a padded point must change nothing. ``Nc`` may be 0 (empty context).
+"""
+import numpy as np
+
+from taylorformer.errors import BatchError
+
+REQUIRED = ("xc", "yc", "xt", "yt")
+PAIRS = (("xc", "yc", "mask_c"), ("xt", "yt", "mask_t"))
+GROUPS = (("sc", "st"), ("tc", "tt"))
+
+
+def with_masks(batch):
+    """Return ``batch`` with all-ones masks added where they are missing."""
+    import tensorflow as tf
+
+    out = dict(batch)
+    for x_key, _, m_key in PAIRS:
+        if m_key not in out:
+            x = tf.convert_to_tensor(out[x_key])
+            out[m_key] = tf.ones(tf.shape(x)[:2], dtype=tf.float32)
+    return out
+
+
+def validate_batch(batch, dim_x=None, dim_y=None, where="batch"):
+    """Check ranks, matching sizes, masks and finiteness; raise :class:`BatchError`.
+
+    Works on NumPy arrays or eager tensors. Padded points (mask 0) may hold anything
+    finite. ``dim_x``/``dim_y`` (if given) are the dims a model was built for.
+    """
+    if not isinstance(batch, dict):
+        raise BatchError(f"{where} must be a dict with keys {REQUIRED}, got {type(batch).__name__}")
+    missing = [k for k in REQUIRED if k not in batch]
+    if missing:
+        raise BatchError(f"{where} is missing {missing}; a batch needs {REQUIRED}")
+    arrays = {k: np.asarray(v) for k, v in batch.items() if v is not None}
+    for k in REQUIRED:
+        if arrays[k].ndim != 3:
+            raise BatchError(f"{where}[{k!r}] must be [batch, n_points, dim], got shape {arrays[k].shape}")
+    b = arrays["xc"].shape[0]
+    for x_key, y_key, m_key in PAIRS:
+        x, y = arrays[x_key], arrays[y_key]
+        if x.shape[:2] != y.shape[:2]:
+            raise BatchError(f"{where}: {x_key} {x.shape} and {y_key} {y.shape} disagree in [batch, n_points]")
+        if x.shape[0] != b:
+            raise BatchError(f"{where}: batch size of {x_key} {x.shape} differs from xc {arrays['xc'].shape}")
+        if m_key in arrays and arrays[m_key].shape != x.shape[:2]:
+            raise BatchError(f"{where}[{m_key!r}] must have shape {x.shape[:2]}, got {arrays[m_key].shape}")
+    if arrays["xc"].shape[2] != arrays["xt"].shape[2]:
+        raise BatchError(f"{where}: xc dim {arrays['xc'].shape[2]} != xt dim {arrays['xt'].shape[2]}")
+    if arrays["yc"].shape[2] != arrays["yt"].shape[2]:
+        raise BatchError(f"{where}: yc dim {arrays['yc'].shape[2]} != yt dim {arrays['yt'].shape[2]}")
+    if dim_x is not None and arrays["xt"].shape[2] != dim_x:
+        raise BatchError(f"{where}: model expects inputs of dim {dim_x}, xt has shape {arrays['xt'].shape}")
+    if dim_y is not None and arrays["yt"].shape[2] != dim_y:
+        raise BatchError(f"{where}: model expects outputs of dim {dim_y}, yt has shape {arrays['yt'].shape}")
+    if arrays["xt"].shape[1] == 0:
+        raise BatchError(f"{where}: the target set is empty (Nt = 0); at least one target is needed")
+    for key, arr in arrays.items():
+        if arr.dtype.kind != "f":
+            continue
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise BatchError(f"{where}[{key!r}] has {int(bad.sum())} non-finite value(s) (NaN/inf), "
+                             f"first at index {idx}: {arr[idx]}")
+    for _, _, m_key in PAIRS:
+        if m_key in arrays and not np.isin(arrays[m_key], (0.0, 1.0)).all():
+            raise BatchError(f"{where}[{m_key!r}] must hold only 0.0 and 1.0")
+    if "mask_t" in arrays and (arrays["mask_t"].sum(axis=1) == 0).any():
+        row = int(np.argmax(arrays["mask_t"].sum(axis=1) == 0))
+        raise BatchError(f"{where}: task {row} has no real target point (mask_t is all zero)")
+    return batch
+
+
+def pad_tasks(tasks):
+    """Stack variable-size tasks into one padded batch with masks (NumPy).
+
+    ``tasks`` is a list of dicts with ``xc [Nc_i, Dx]``, ``yc``, ``xt [Nt_i, Dx]``, ``yt``
+    (and optionally any of the group keys). Returns a batch dict of float32 arrays.
+    """
+    if not tasks:
+        raise BatchError("pad_tasks needs at least one task")
+    out = {}
+    for x_key, y_key, m_key in PAIRS:
+        n_max = max(np.asarray(t[x_key]).shape[0] for t in tasks)
+        keys = [x_key, y_key] + [g for pair in GROUPS for g in pair if g[1] == x_key[1] and g in tasks[0]]
+        for key in keys:
+            dim = np.asarray(tasks[0][key]).shape[-1]
+            arr = np.zeros((len(tasks), n_max, dim), np.float32)
+            for i, t in enumerate(tasks):
+                v = np.asarray(t[key], np.float32).reshape(-1, dim)
+                arr[i, : len(v)] = v
+            out[key] = arr
+        mask = np.zeros((len(tasks), n_max), np.float32)
+        for i, t in enumerate(tasks):
+            mask[i, : np.asarray(t[x_key]).shape[0]] = 1.0
+        out[m_key] = mask
+    return out
+
+
+def batch_signature(dim_x, dim_y, extra_keys=()):
+    """``tf.TensorSpec`` dict for a ``tf.data`` generator of batches (sizes left open)."""
+    import tensorflow as tf
+
+    sig = {
+        "xc": tf.TensorSpec([None, None, dim_x], tf.float32),
+        "yc": tf.TensorSpec([None, None, dim_y], tf.float32),
+        "xt": tf.TensorSpec([None, None, dim_x], tf.float32),
+        "yt": tf.TensorSpec([None, None, dim_y], tf.float32),
+        "mask_c": tf.TensorSpec([None, None], tf.float32),
+        "mask_t": tf.TensorSpec([None, None], tf.float32),
+    }
+    for key, spec in dict(extra_keys).items():
+        sig[key] = spec
+    return sig

@@ -1,0 +1,49 @@
+"""Exception types raised at the public boundary of taylorformer.
+
+Every error names the offending field, kind or plugin so that a user can fix the
+problem without reading library code.
+"""
+import difflib
+
+
+class TaylorformerError(Exception):
+    """Base class of all taylorformer errors."""
+
+
+class UnknownComponentError(TaylorformerError, KeyError):
+    """A registry name that no installed plugin provides."""
+
+    def __init__(self, kind, name, known, hint=""):
+        self.kind, self.name, self.known = kind, name, sorted(known)
+        close = difflib.get_close_matches(str(name), self.known, n=3, cutoff=0.5)
+        msg = f"unknown {kind} {name!r}"
+        if close:
+            msg += f"; did you mean {', '.join(repr(c) for c in close)}?"
+        msg += f" Known {kind} names: {', '.join(self.known) or '(none)'}."
+        if hint:
+            msg += " " + hint
+        super().__init__(msg)
+
+    def __str__(self):  # KeyError would otherwise repr() the message
+        return self.args[0]
+
+
+class RegistryConflictError(TaylorformerError):
+    """Two plugins registered the same (kind, name) and neither overrides."""
+
+
+class PluginLoadError(TaylorformerError):
+    """A plugin failed to import, failed in its hook, or misspelled a hook."""
+
+
+class SpecError(TaylorformerError, ValueError):
+    """A model/task spec has unknown keys, wrong types or bad values."""
+
+
+class BatchError(TaylorformerError, ValueError):
+    """A batch has wrong ranks, mismatched dims, NaN/inf or empty sets."""
+
+
+def close_matches(word, candidates):
+    """Up to three close spellings of ``word`` among ``candidates``."""
+    return difflib.get_close_matches(str(word), sorted(candidates), n=3, cutoff=0.5)

@@ -1,0 +1,59 @@
+"""pluggy hook specifications: how a plugin adds components to the registry.
+
+Each hook receives a ``register`` callback::
+
+    register(name, obj, *, description=None, aliases=(), override=False)
+
+``name`` is the registry name (lower-case, dashes), ``obj`` the component (a Keras
+layer class, a task class, a preset spec dict, ...), ``description`` a one-line
+summary (defaults to the first docstring line), ``aliases`` extra names, and
+``override=True`` replaces a component of the same name from another plugin.
+The protocol each kind must follow is documented in ``docs/plugins.md``.
+"""
+import pluggy
+
+PROJECT = "taylorformer"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def register_attention(register):
+    """Register attention layers (kind ``attention``)."""
+
+
+@hookspec
+def register_encoders(register):
+    """Register encoders: how tokens flow through attention (kind ``encoder``)."""
+
+
+@hookspec
+def register_wrappers(register):
+    """Register model wrappers such as LocalTaylor (kind ``wrapper``)."""
+
+
+@hookspec
+def register_likelihoods(register):
+    """Register likelihood heads (kind ``likelihood``)."""
+
+
+@hookspec
+def register_tasks(register):
+    """Register task loaders and simulators (kind ``task``)."""
+
+
+@hookspec
+def register_models(register):
+    """Register model presets: name -> spec dict (kind ``model``)."""
+
+
+#: hook name -> registry kind
+HOOK_KINDS = {
+    "register_attention": "attention",
+    "register_encoders": "encoder",
+    "register_wrappers": "wrapper",
+    "register_likelihoods": "likelihood",
+    "register_tasks": "task",
+    "register_models": "model",
+}
+KINDS = tuple(HOOK_KINDS.values())

@@ -1,0 +1,65 @@
+"""Base class of task plugins (kind ``task``).
+
+A task turns a configuration into ``tf.data`` streams of batches (see
+:mod:`taylorformer.batch`). A registered task object is a callable returning a task
+instance (usually the class itself, or a ``functools.partial`` for a named preset).
+
+Protocol every task follows:
+
+* ``dim_x``, ``dim_y`` attributes;
+* ``dataset(split, batch_size, seed=0, num_batches=None)`` -> ``tf.data.Dataset`` of
+  batch dicts; ``split`` is ``"train"`` (infinite, seeded by ``seed``) or
+  ``"val"``/``"test"`` (finite, fixed seeds: identical in every run);
+* ``get_config()`` -> JSON-serialisable dict that rebuilds the task.
+
+Simulated tasks subclass :class:`Task` and implement :meth:`Task.sample`; tasks
+reading finite data (e.g. CSV series) override :meth:`Task.dataset`.
+"""
+import numpy as np
+
+#: fixed seeds of the evaluation splits: the same batches in every run
+SPLIT_SEEDS = {"train": 0, "val": 1_000_003, "test": 2_000_003}
+DEFAULT_EVAL_BATCHES = {"val": 8, "test": 32}
+
+
+class Task:
+    """Simulated task: subclasses implement :meth:`sample` (NumPy)."""
+
+    name = "task"
+    dim_x = 1
+    dim_y = 1
+
+    def sample(self, rng, batch_size, split):
+        """One batch dict of float32 NumPy arrays (shapes in :mod:`taylorformer.batch`)."""
+        raise NotImplementedError
+
+    def extra_signature(self):
+        """``tf.TensorSpec`` of optional batch keys this task emits (e.g. ``gt_loglik``)."""
+        return {}
+
+    def get_config(self):
+        return {}
+
+    def dataset(self, split="train", batch_size=16, seed=0, num_batches=None):
+        """``tf.data.Dataset`` of batches; see the module docstring."""
+        import tensorflow as tf
+
+        from taylorformer.batch import batch_signature
+
+        if split not in SPLIT_SEEDS:
+            raise ValueError(f"split must be one of {sorted(SPLIT_SEEDS)}, got {split!r}")
+        if split != "train" and num_batches is None:
+            num_batches = DEFAULT_EVAL_BATCHES[split]
+
+        def generate():
+            i = 0
+            while num_batches is None or i < num_batches:
+                # a generator per batch index: batch i of a split never depends on how
+                # many batches were read before it
+                rng = np.random.default_rng([SPLIT_SEEDS[split], seed if split == "train" else 0, i])
+                yield self.sample(rng, batch_size, split)
+                i += 1
+
+        signature = batch_signature(self.dim_x, self.dim_y, self.extra_signature())
+        ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
+        return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,1 +1,101 @@
-"""placeholder"""
+"""Built-in encoders: ``deepset`` (CNP) and ``transformer`` (TNP-D and relatives).
+
+Protocol of an encoder (kind ``encoder``): a Keras layer class built with
+``(dim_x, dim_y, **options)``, exposing ``output_dim``, called on a batch dict
+(see :mod:`taylorformer.batch`) and returning target representations
+``[B, Nt, output_dim]``.
+"""
+import keras
+import tensorflow as tf
+
+from taylorformer import components
+from taylorformer.hookspecs import hookimpl
+from taylorformer.layers import MLP, masked_mean
+
+
+class DeepSetEncoder(keras.layers.Layer):
+    """CNP: r = masked mean of MLP([xc, yc]); target rep = MLP([r, xt])."""
+
+    def __init__(self, dim_x, dim_y, width=128, layers=3, **kwargs):
+        super().__init__(**kwargs)
+        self.dim_x, self.dim_y, self.width, self.layers = dim_x, dim_y, width, layers
+        self.output_dim = width
+        self.encode = MLP(width, width, layers, name="encode")
+        self.decode = MLP(width, width, layers, name="decode")
+
+    def call(self, batch):
+        r = masked_mean(self.encode(tf.concat([batch["xc"], batch["yc"]], -1)), batch["mask_c"])
+        r = tf.tile(r[:, None, :], [1, tf.shape(batch["xt"])[1], 1])
+        return self.decode(tf.concat([r, tf.cast(batch["xt"], r.dtype)], -1))
+
+    def get_config(self):
+        return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,
+                "width": self.width, "layers": self.layers}
+
+
+class TransformerEncoder(keras.layers.Layer):
+    """TNP-D: per layer, context self-attention and target->context cross-attention.
+
+    Pre-norm residual layers. The query rows of context and targets go through one
+    attention call against the context keys (weights shared, as in TNP-D's masked
+    transformer where every row attends to context only), so this is exactly the
+    masked Nc+Nt transformer at (Nc+Nt)*Nc instead of (Nc+Nt)^2 cost.
+    Tokens: MLP([x, y, 0]) for context and MLP([x, 0, 1]) for targets; with
+    ``embed_x=False`` x is left out of the tokens and reaches the attention only as
+    positions (translation-equivariant attention plugins need this).
+    """
+
+    def __init__(self, dim_x, dim_y, attention="mha-xy", layers=5, width=128, num_heads=8,
+                 head_dim=16, ffn_width=None, embed_x=True, **kwargs):
+        super().__init__(**kwargs)
+        self.dim_x, self.dim_y, self.num_layers, self.width = dim_x, dim_y, layers, width
+        self.num_heads, self.head_dim, self.embed_x = num_heads, head_dim, embed_x
+        self.ffn_width = ffn_width or width
+        self.attention_spec = components.normalize(attention, "encoder.attention")
+        self.output_dim = width
+        self.embed = MLP(width, width, 2, name="embed")
+        attn = {"num_heads": num_heads, "head_dim": head_dim, **self.attention_spec}
+        self.attn = [components.build("attention", attn, "encoder.attention", output_dim=width)
+                     for _ in range(layers)]
+        self.norm1 = [keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(layers)]
+        self.norm2 = [keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(layers)]
+        self.ffn = [MLP(width, self.ffn_width, 1, name=f"ffn_{i}") for i in range(layers)]
+        self.norm_out = keras.layers.LayerNormalization(epsilon=1e-5)
+
+    def tokens(self, batch):
+        """Context and target tokens ``[B, Nc, width]``, ``[B, Nt, width]``."""
+        yc, xt = batch["yc"], batch["xt"]
+        zeros_t = tf.zeros(tf.concat([tf.shape(xt)[:2], [self.dim_y]], 0), yc.dtype)
+        flag_c = tf.zeros_like(yc[..., :1])
+        flag_t = tf.ones_like(zeros_t[..., :1])
+        feat_c, feat_t = [batch["yc"], flag_c], [zeros_t, flag_t]
+        if self.embed_x:
+            feat_c, feat_t = [batch["xc"]] + feat_c, [xt] + feat_t
+        return self.embed(tf.concat(feat_c, -1)), self.embed(tf.concat(feat_t, -1))
+
+    def call(self, batch):
+        ctx, tgt = self.tokens(batch)
+        xc, xt, mask_c = batch["xc"], batch["xt"], batch["mask_c"]
+        nc = tf.shape(ctx)[1]
+        for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
+            keys = norm1(ctx)
+            queries = tf.concat([keys, norm1(tgt)], axis=1)
+            out = attn(queries, keys, q_pos=tf.concat([xc, xt], 1), k_pos=xc, key_mask=mask_c)
+            if attn.updates_positions:
+                out, pos = out
+                xc, xt = pos[:, :nc], pos[:, nc:]
+            ctx, tgt = ctx + out[:, :nc], tgt + out[:, nc:]
+            ctx, tgt = ctx + ffn(norm2(ctx)), tgt + ffn(norm2(tgt))
+        return self.norm_out(tgt)
+
+    def get_config(self):
+        return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,
+                "attention": self.attention_spec, "layers": self.num_layers, "width": self.width,
+                "num_heads": self.num_heads, "head_dim": self.head_dim,
+                "ffn_width": self.ffn_width, "embed_x": self.embed_x}
+
+
+@hookimpl
+def register_encoders(register):
+    register("deepset", DeepSetEncoder)
+    register("transformer", TransformerEncoder)

@@ -1,1 +1,92 @@
-"""placeholder"""
+"""Built-in likelihood heads: ``normal``, ``student-t``, ``mixture``.
+
+Protocol of a likelihood (kind ``likelihood``): a class built with its options, with
+
+* ``num_params(dim_y) -> int``: width of the raw head output per point;
+* ``parameters(raw [B, N, P]) -> dict`` of float32 tensors ``[B, N, Dy]`` (constrained);
+* ``distribution(params) -> tfd.Distribution`` with batch shape ``[B, N, Dy]``;
+* ``get_config() -> dict`` of its options.
+
+The network emits raw tensors; only these objects touch tensorflow-probability
+(``tfp.layers`` is Keras-2 only).
+"""
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from taylorformer.hookspecs import hookimpl
+
+tfd = tfp.distributions
+
+
+def _positive(raw, floor):
+    return floor + tf.nn.softplus(raw)
+
+
+class Normal:
+    """Heteroscedastic Gaussian: scale = min_scale + softplus(raw)."""
+
+    def __init__(self, min_scale=1e-3):
+        if not min_scale >= 0:
+            raise ValueError(f"normal likelihood: min_scale must be >= 0, got {min_scale!r}")
+        self.min_scale = float(min_scale)
+
+    def num_params(self, dim_y):
+        return 2 * dim_y
+
+    def parameters(self, raw):
+        raw = tf.cast(raw, tf.float32)
+        loc, scale = tf.split(raw, 2, axis=-1)
+        return {"loc": loc, "scale": _positive(scale, self.min_scale)}
+
+    def distribution(self, params):
+        return tfd.Normal(params["loc"], params["scale"])
+
+    def get_config(self):
+        return {"min_scale": self.min_scale}
+
+
+class StudentT(Normal):
+    """Heavy-tailed Student-t: df = 2 + softplus(raw) (finite variance), floored scale."""
+
+    def num_params(self, dim_y):
+        return 3 * dim_y
+
+    def parameters(self, raw):
+        raw = tf.cast(raw, tf.float32)
+        loc, scale, df = tf.split(raw, 3, axis=-1)
+        return {"loc": loc, "scale": _positive(scale, self.min_scale), "df": 2.0 + tf.nn.softplus(df)}
+
+    def distribution(self, params):
+        return tfd.StudentT(params["df"], params["loc"], params["scale"])
+
+
+class Mixture:
+    """Mixture of ``components`` Gaussians per output dimension."""
+
+    def __init__(self, components=3, min_scale=1e-3):
+        if int(components) < 1:
+            raise ValueError(f"mixture likelihood: components must be >= 1, got {components!r}")
+        self.components, self.min_scale = int(components), float(min_scale)
+
+    def num_params(self, dim_y):
+        return 3 * self.components * dim_y
+
+    def parameters(self, raw):
+        raw = tf.cast(raw, tf.float32)
+        shape = tf.concat([tf.shape(raw)[:-1], [-1, 3 * self.components]], axis=0)
+        logits, loc, scale = tf.split(tf.reshape(raw, shape), 3, axis=-1)  # [B, N, Dy, K]
+        return {"logits": logits, "locs": loc, "scales": _positive(scale, self.min_scale)}
+
+    def distribution(self, params):
+        return tfd.MixtureSameFamily(tfd.Categorical(logits=params["logits"]),
+                                     tfd.Normal(params["locs"], params["scales"]))
+
+    def get_config(self):
+        return {"components": self.components, "min_scale": self.min_scale}
+
+
+@hookimpl
+def register_likelihoods(register):
+    register("normal", Normal, aliases=["gaussian"])
+    register("student-t", StudentT)
+    register("mixture", Mixture, description="Mixture of Gaussians per output dimension.")

@@ -165,6 +165,8 @@ class Registry:
                 register = self._register_callback(kind, plugin_name, distribution, version, added)
                 try:
                     impl.function(register)
+                except RegistryConflictError:
+                    raise  # only raised in strict mode; already names both plugins
                 except Exception as exc:  # noqa: BLE001 - a broken hook must not break others
                     for name in added:
                         self._remove(kind, name, plugin_name)
@@ -202,6 +204,7 @@ class Registry:
                                                     "conflict", str(err)))
                 if self.strict:
                     raise err
+                warnings.warn(str(err), RuntimeWarning, stacklevel=4)
                 return
         table[entry.name] = entry
         for alias in entry.aliases:

@@ -1,0 +1,342 @@
+"""Time-series forecasting tasks read from CSV files (plugin ``builtin-csv``).
+
+Registers the task ``csv`` (:class:`CSVSeriesTask`) and two presets following the
+Taylorformer forecasting protocol (paper Sec. 4.2): ``ett`` (ETTh1, target ``OT``) and
+``exchange-rate`` (Lai et al. 2018, target: last column, named ``OT``).
+
+Protocol, for a series of ``N`` rows (after NaN handling) and one window of
+``W = context_length + horizon`` consecutive rows:
+
+* Split: chronological; with ratios ``(a, b, c)`` the training rows are
+  ``[0, floor(a N))``, validation ``[floor(a N), floor((a + b) N))``, test the rest.
+  Every window lies entirely inside one split (a split needs at least ``W`` rows).
+* Standardisation: ``(y - mean) / std`` per target column, with ``mean`` and the
+  population ``std`` (ddof 0) of the *training rows only*.
+* Inputs: every row is one time step (date gaps are ignored). The W rows of a window
+  get ``x_j = -1 + 2 j / (W - 1)``, ``j = 0..W-1``: the first context row maps to -1,
+  the last target row to +1, so ``x`` is the same for every window.
+* Windows: ``train`` draws window starts uniformly at random (infinite, seeded by
+  ``seed`` and the batch index); ``val``/``test`` give every valid start of the split in
+  increasing order (every ``eval_stride``-th), the last batch possibly smaller.
+
+Batch (see :mod:`taylorformer.batch`): ``xc [B, C, 1]``, ``yc [B, C, Dy]``,
+``xt [B, H, 1]``, ``yt [B, H, Dy]``, ``mask_c [B, C]``, ``mask_t [B, H]`` (all ones),
+``window_start [B]`` int64: series row of the first context point (see :meth:`window`).
+"""
+import functools
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from taylorformer.errors import SpecError, close_matches
+from taylorformer.hookspecs import hookimpl
+from taylorformer.task import Task
+
+DATA_DIR_ENV = "TAYLORFORMER_DATA_DIR"
+NAN_POLICIES = ("error", "drop", "ffill")
+SPLITS = ("train", "val", "test")
+CONFIG_KEYS = ("path", "target_columns", "date_column", "column_names", "split",
+               "context_length", "horizon", "eval_stride", "nan_policy")
+MAX_LISTED = 10  # rows/values quoted in an error message
+
+
+class DataFileNotFoundError(SpecError, FileNotFoundError):
+    """A task's data file exists in none of the places searched."""
+
+
+def data_dirs():
+    """Directories searched for relative data paths, in order.
+
+    ``$TAYLORFORMER_DATA_DIR`` alone if set; otherwise ``shared/data`` next to the
+    repository checkout, then ``./shared/data`` and ``../shared/data`` (cwd-relative).
+    """
+    if os.environ.get(DATA_DIR_ENV):
+        return [Path(os.environ[DATA_DIR_ENV]).expanduser()]
+    cwd = Path.cwd()
+    dirs = [Path(__file__).resolve().parents[1].parent / "shared" / "data",
+            cwd / "shared" / "data", cwd.parent / "shared" / "data"]
+    return list(dict.fromkeys(d.resolve() for d in dirs))
+
+
+def resolve_path(path):
+    """Absolute path of ``path``: as given (absolute or cwd-relative), else under :func:`data_dirs`."""
+    given = Path(path).expanduser()
+    candidates = [given.resolve()]
+    if not given.is_absolute():
+        candidates += [d / given for d in data_dirs()]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    searched = "\n  ".join(str(c) for c in candidates)
+    raise DataFileNotFoundError(
+        f"data file {str(path)!r} not found; searched:\n  {searched}\n"
+        f"Pass path= an existing file or set {DATA_DIR_ENV} to the data directory.")
+
+
+def _rows(index):
+    """Short text listing row numbers (at most MAX_LISTED)."""
+    index = [int(i) for i in index]
+    more = f" and {len(index) - MAX_LISTED} more" if len(index) > MAX_LISTED else ""
+    return f"{index[:MAX_LISTED]}{more}"
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise SpecError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class CSVSeriesTask(Task):
+    """Forecast the next ``horizon`` rows of CSV columns from the previous ``context_length``.
+
+    Args:
+        path: CSV file (``.gz`` etc. decompressed by pandas); a relative path is tried
+            against the cwd, then against :func:`data_dirs`.
+        target_columns: column name or list of names; ``dim_y`` is their count.
+        date_column: optional column parsed as dates (must be non-decreasing).
+        column_names: names for a file without a header row (one per column); ``None``
+            reads the first row as the header. Column names are compared as strings.
+        split: chronological train/val/test ratios, positive, summing to 1.
+        context_length, horizon: window sizes ``C`` and ``H`` (positive integers; the
+            paper uses C = 96 and H in 96/192/336/720).
+        eval_stride: step between consecutive val/test window starts.
+        nan_policy: NaN in target columns: ``"error"``, ``"drop"`` the rows, or
+            ``"ffill"`` (carry the last value forward).
+    """
+
+    name = "csv"
+    dim_x = 1
+
+    def __init__(self, path=None, target_columns=None, date_column=None, column_names=None,
+                 split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,
+                 nan_policy="error", **unknown):
+        if unknown:
+            hints = [f"{k!r} (did you mean {', '.join(map(repr, close_matches(k, CONFIG_KEYS)))}?)"
+                     if close_matches(k, CONFIG_KEYS) else repr(k) for k in unknown]
+            raise SpecError(f"unknown csv task option(s) {', '.join(hints)}; "
+                            f"valid options: {', '.join(CONFIG_KEYS)}")
+        if path is None:
+            raise SpecError("csv task needs path= (a CSV file)")
+        self.context_length = _positive_int("context_length", context_length)
+        self.horizon = _positive_int("horizon", horizon)
+        self.eval_stride = _positive_int("eval_stride", eval_stride)
+        if nan_policy not in NAN_POLICIES:
+            raise SpecError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+        self.nan_policy = nan_policy
+        self.split = _check_split(split)
+        self.path = str(path)
+        self.column_names = None if column_names is None else [str(c) for c in column_names]
+        self.date_column = None if date_column is None else str(date_column)
+        if target_columns is None:
+            raise SpecError(f"csv task on {self.path!r} needs target_columns= (one or more columns)")
+        targets = [target_columns] if isinstance(target_columns, str) else list(target_columns)
+        self.target_columns = [str(c) for c in targets]
+        if not self.target_columns or len(set(self.target_columns)) != len(self.target_columns):
+            raise SpecError(f"target_columns must be one or more distinct names, got {target_columns!r}")
+        self.dim_y = len(self.target_columns)
+        self.resolved_path = resolve_path(self.path)
+        self._load()
+
+    # ------------------------------------------------------------------ loading
+    def _load(self):
+        import pandas as pd
+
+        where = f"data file {str(self.resolved_path)!r}"
+        header = "infer" if self.column_names is None else None
+        try:
+            df = pd.read_csv(self.resolved_path, header=header)
+        except (ValueError, OSError) as exc:  # pandas parser errors are ValueErrors
+            raise SpecError(f"cannot read {where} as CSV: {exc}") from exc
+        if self.column_names is not None:
+            if len(self.column_names) != df.shape[1]:
+                raise SpecError(f"{where} has {df.shape[1]} columns but column_names names "
+                                f"{len(self.column_names)}: {self.column_names}")
+            df.columns = self.column_names
+        df.columns = [str(c) for c in df.columns]
+        wanted = self.target_columns + ([self.date_column] if self.date_column else [])
+        for col in wanted:
+            if col not in df.columns:
+                close = close_matches(col, df.columns)
+                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+                raise SpecError(f"{where} has no column {col!r}{hint} Columns: {list(df.columns)}")
+        if self.date_column in self.target_columns:
+            raise SpecError(f"column {self.date_column!r} is both the date column and a target")
+        values = np.empty((len(df), self.dim_y), np.float64)
+        for j, col in enumerate(self.target_columns):
+            numeric = pd.to_numeric(df[col], errors="coerce")
+            bad = np.flatnonzero(numeric.isna().to_numpy() & df[col].notna().to_numpy())
+            if bad.size:
+                examples = ", ".join(f"row {i}: {df[col].iloc[i]!r}" for i in bad[:3])
+                raise SpecError(f"target column {col!r} of {where} is not numeric "
+                                f"({bad.size} non-numeric entries; {examples}; rows are 0-based, "
+                                f"header excluded)")
+            values[:, j] = numeric.to_numpy(np.float64)
+        file_rows = np.arange(len(df))
+        nan = np.isnan(values).any(axis=1)
+        if nan.any() and self.nan_policy == "error":
+            raise SpecError(f"{where}: target column(s) {self.target_columns} hold NaN in {int(nan.sum())} "
+                            f"row(s): {_rows(np.flatnonzero(nan))} (0-based, header excluded); "
+                            f"clean the file or pass nan_policy='drop' or 'ffill'")
+        if self.nan_policy == "ffill":
+            values = pd.DataFrame(values).ffill().to_numpy()
+            lead = np.flatnonzero(np.isnan(values).any(axis=1))
+            if lead.size:
+                raise SpecError(f"{where}: rows {_rows(lead)} hold NaN with no earlier value to "
+                                f"carry forward (nan_policy='ffill'); use nan_policy='drop'")
+        elif self.nan_policy == "drop":
+            values, file_rows = values[~nan], file_rows[~nan]
+        self.dates = None
+        if self.date_column:
+            dates = pd.to_datetime(df[self.date_column].iloc[file_rows], errors="coerce")
+            bad = np.flatnonzero(dates.isna().to_numpy())
+            if bad.size:
+                raise SpecError(f"date column {self.date_column!r} of {where} has missing or "
+                                f"unparseable dates in rows {_rows(file_rows[bad])}")
+            steps = np.flatnonzero(np.diff(dates.to_numpy()) < np.timedelta64(0))
+            if steps.size:
+                raise SpecError(f"{where} is not in chronological order: date column "
+                                f"{self.date_column!r} decreases after rows {_rows(file_rows[steps])}")
+            self.dates = dates.to_numpy()
+        self.values, self.file_rows = values, file_rows
+        self._split_rows()
+        train = values[slice(*self.split_bounds["train"])]
+        self.mean, self.std = train.mean(axis=0), train.std(axis=0)
+        flat = np.flatnonzero(self.std == 0)
+        if flat.size:
+            raise SpecError(f"target column(s) {[self.target_columns[j] for j in flat]} of {where} "
+                            f"are constant over the training rows: cannot standardise")
+        self.scaled = ((values - self.mean) / self.std).astype(np.float32)
+
+    def _split_rows(self):
+        n, window = len(self.values), self.context_length + self.horizon
+        cuts = [0, math.floor(n * self.split[0] + 1e-9),
+                math.floor(n * (self.split[0] + self.split[1]) + 1e-9), n]
+        self.split_bounds = {s: (cuts[i], cuts[i + 1]) for i, s in enumerate(SPLITS)}
+        for s, (lo, hi) in self.split_bounds.items():
+            if hi - lo < window:
+                raise SpecError(
+                    f"the {s} split of data file {str(self.resolved_path)!r} has {hi - lo} rows "
+                    f"(rows {lo}..{hi - 1} of {n}, split {self.split}) but one window needs "
+                    f"context_length + horizon = {self.context_length} + {self.horizon} = {window} rows")
+
+    # ------------------------------------------------------------------ queries
+    def get_config(self):
+        return {"path": self.path, "target_columns": list(self.target_columns),
+                "date_column": self.date_column, "column_names": self.column_names,
+                "split": list(self.split), "context_length": self.context_length,
+                "horizon": self.horizon, "eval_stride": self.eval_stride,
+                "nan_policy": self.nan_policy}
+
+    def extra_signature(self):
+        import tensorflow as tf
+
+        return {"window_start": tf.TensorSpec([None], tf.int64)}
+
+    @property
+    def x(self):
+        """``[C + H]`` float32 inputs of every window: ``-1 + 2 j / (C + H - 1)``."""
+        return np.linspace(-1.0, 1.0, self.context_length + self.horizon, dtype=np.float32)
+
+    def window_starts(self, split):
+        """``[n]`` int64 evaluation window starts of ``split``, increasing (every ``eval_stride``-th)."""
+        lo, hi = self._bounds(split)
+        return np.arange(lo, hi - self.context_length - self.horizon + 1, self.eval_stride, dtype=np.int64)
+
+    def to_original_units(self, y):
+        """Undo the standardisation: ``[..., Dy]`` -> ``[..., Dy]`` float64 in file units."""
+        return np.asarray(y, np.float64) * self.std + self.mean
+
+    def series(self, split=None):
+        """Raw series of ``split`` (or all rows): dict ``index [n]`` series rows, ``file_rows [n]``
+        (0-based data rows of the file), ``dates [n]`` datetime64 or None, ``y [n, Dy]`` float64."""
+        return self._raw(*((0, len(self.values)) if split is None else self._bounds(split)))
+
+    def window(self, start):
+        """The true series of the window starting at series row ``start`` (a ``window_start``).
+
+        Returns the :meth:`series` dict for its ``C + H`` rows plus ``x [C + H]``; the
+        first ``context_length`` rows are the context, the rest the targets.
+        """
+        start, size = int(start), self.context_length + self.horizon
+        if not 0 <= start <= len(self.values) - size:
+            raise SpecError(f"window start {start} out of range [0, {len(self.values) - size}]")
+        return {**self._raw(start, start + size), "x": self.x}
+
+    def _raw(self, lo, hi):
+        return {"index": np.arange(lo, hi, dtype=np.int64), "file_rows": self.file_rows[lo:hi],
+                "dates": None if self.dates is None else self.dates[lo:hi], "y": self.values[lo:hi]}
+
+    def _bounds(self, split):
+        if split not in self.split_bounds:
+            raise SpecError(f"split must be one of {list(SPLITS)}, got {split!r}")
+        return self.split_bounds[split]
+
+    # ------------------------------------------------------------------ data
+    def dataset(self, split="train", batch_size=16, seed=0, num_batches=None):
+        """Batches (module docstring); ``train`` infinite unless ``num_batches``, ``val``/``test``
+        every window once (``num_batches`` caps the count)."""
+        import tensorflow as tf
+
+        lo, hi = self._bounds(split)
+        batch_size = _positive_int("batch_size", batch_size)
+        if num_batches is not None and (isinstance(num_batches, bool) or int(num_batches) < 0):
+            raise SpecError(f"num_batches must be None or a non-negative integer, got {num_batches!r}")
+        c, h = self.context_length, self.horizon
+        series = tf.constant(self.scaled)
+        x = tf.constant(self.x)[None, :, None]
+        offsets = tf.range(c + h, dtype=tf.int64)
+
+        def make_batch(starts):
+            b = tf.shape(starts)[0]
+            y = tf.gather(series, starts[:, None] + offsets[None])  # [B, C + H, Dy]
+            xs = tf.broadcast_to(x, [b, c + h, 1])
+            return {"xc": xs[:, :c], "yc": y[:, :c], "xt": xs[:, c:], "yt": y[:, c:],
+                    "mask_c": tf.ones([b, c]), "mask_t": tf.ones([b, h]), "window_start": starts}
+
+        if split == "train":
+            n_windows = hi - lo - c - h + 1
+            seed = int(seed)
+
+            def draw(i):  # batch i depends only on (seed, i)
+                return lo + tf.random.stateless_uniform(
+                    [batch_size], seed=tf.stack([tf.constant(seed, tf.int64), i]),
+                    minval=0, maxval=n_windows, dtype=tf.int64)
+
+            ds = tf.data.Dataset.counter().map(draw)
+        else:
+            ds = tf.data.Dataset.from_tensor_slices(self.window_starts(split)).batch(batch_size)
+        if num_batches is not None:
+            ds = ds.take(int(num_batches))
+        return ds.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _check_split(split):
+    try:
+        ratios = [float(r) for r in split]
+    except (TypeError, ValueError):
+        raise SpecError(f"split must be three ratios (train, val, test), got {split!r}") from None
+    if len(ratios) != 3 or min(ratios) <= 0 or abs(sum(ratios) - 1.0) > 1e-6:
+        raise SpecError(f"split must be three positive ratios (train, val, test) summing to 1, "
+                        f"got {split!r}")
+    return tuple(ratios)
+
+
+#: ETTh1 (Zhou et al. 2021): hourly, 17,420 rows; target oil temperature OT.
+ETT_PRESET = {"path": "ett/ETTh1.csv", "date_column": "date", "target_columns": ["OT"]}
+#: Exchange rates of 8 countries (Lai et al. 2018), daily, 7,588 rows, no header, no
+#: dates. Columns are named as in the Autoformer CSV ("0".."6", "OT"): the target OT is
+#: the last column (Singapore), the series the Taylorformer paper calls "OT".
+EXCHANGE_PRESET = {"path": "exchange_rate/exchange_rate.txt.gz", "target_columns": ["OT"],
+                   "column_names": [str(i) for i in range(7)] + ["OT"]}
+
+
+@hookimpl
+def register_tasks(register):
+    register("csv", CSVSeriesTask,
+             description="Forecasting task on CSV columns: chronological split, train-stat z-scores, x in [-1, 1]")
+    register("ett", functools.partial(CSVSeriesTask, **ETT_PRESET),
+             description="ETTh1 oil temperature (OT) forecasting, split 69/11/20, context 96, horizon 96")
+    register("exchange-rate", functools.partial(CSVSeriesTask, **EXCHANGE_PRESET),
+             description="Daily exchange rate (last column, OT) forecasting, split 69/11/20, context 96, horizon 96")

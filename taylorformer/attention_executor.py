@@ -1,0 +1,238 @@
+"""Shared attention executor: every attention plugin writes a score function, this runs it.
+
+A score function maps one (query tile, key tile) pair to logits::
+
+    score_fn(q [B,H,tq,dq], k [B,H,tk,dk], q_pos [B,tq,P] | None, k_pos [B,tk,P] | None)
+        -> logits [B,H,tq,tk]
+
+It may read trainable ``tf.Variable``s (e.g. the MLP of a Keras layer). ``attend`` runs it
+densely for small problems and tile by tile (online softmax, recomputation in the backward
+pass, memory O(tile^2) per head in forward and backward) for large ones; both paths give
+the same values and gradients (w.r.t. q, k, v, positions and the score's variables).
+
+Conventions: ``key_mask`` [B,Nk] (1/True = real key); ``pair_mask_fn(q_index [tq],
+k_index [tk]) -> bool [tq,tk]`` from GLOBAL int32 indices (True = allowed), e.g. causal.
+A query row with no allowed key returns exactly 0. Softmax statistics are float32 for
+every input dtype; the output has ``v``'s dtype.
+"""
+import math
+
+import tensorflow as tf
+# stop_recording keeps an active tape from storing the tiled forward's intermediates
+# (what tf.recompute_grad does); the custom gradient recomputes them tile by tile.
+from tensorflow.python.eager import record
+
+DEFAULT_TILE = 256
+DEFAULT_DENSE_THRESHOLD = 1 << 20
+_NEG = -1e30  # finite stand-in for -inf: masked logits and the initial running max
+
+
+def mha_score(q_tile, k_tile, *_):
+    """Standard attention logits q.k/sqrt(dq): [B,H,tq,dq], [B,H,tk,dq] -> [B,H,tq,tk]."""
+    d = q_tile.shape[-1]
+    scale = 1.0 / math.sqrt(d) if d is not None else tf.math.rsqrt(
+        tf.cast(tf.shape(q_tile)[-1], q_tile.dtype))
+    return tf.matmul(q_tile, k_tile, transpose_b=True) * tf.cast(scale, q_tile.dtype)
+
+
+def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
+           tile_size=None, dense_threshold=DEFAULT_DENSE_THRESHOLD):
+    """Multi-head attention with a pluggable score function.
+
+    q: [B,H,Nq,dq], k: [B,H,Nk,dk], v: [B,H,Nk,dv]; q_pos: [B,Nq,P] | None,
+    k_pos: [B,Nk,P] | None (locations handed to ``score_fn``); key_mask: [B,Nk] float/bool,
+    1 = real key (None = all real); pair_mask_fn: callable(q_index [tq] int32, k_index [tk]
+    int32) -> bool [tq,tk], True = allowed (global indices, e.g. causal).
+    score_fn(q_tile, k_tile, q_pos_tile | None, k_pos_tile | None) -> logits [B,H,tq,tk].
+    Returns [B,H,Nq,dv]; a query row whose keys are all masked is exactly 0 (never NaN).
+    tile_size=None: dense when Nq*Nk <= dense_threshold (static sizes), else tiled with
+    DEFAULT_TILE; an int forces the tiled path with that tile for queries and keys.
+    """
+    if tile_size is None:
+        nq, nk = q.shape[2], k.shape[2]
+        if nq is not None and nk is not None and nq * nk <= dense_threshold:
+            return dense_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn)
+        tile_size = DEFAULT_TILE
+    return tiled_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
+                        tile_q=tile_size, tile_k=tile_size)
+
+
+def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None):
+    """Reference path: full [B,H,Nq,Nk] logits and a masked softmax (args as ``attend``)."""
+    s = tf.cast(score_fn(q, k, q_pos, k_pos), tf.float32)
+    valid = _valid(_key_valid(key_mask, k), pair_mask_fn,
+                   tf.range(tf.shape(q)[2]), tf.range(tf.shape(k)[2]))
+    s = tf.where(valid, s, _NEG)
+    m = tf.stop_gradient(tf.reduce_max(s, -1, keepdims=True))
+    p = tf.where(valid, tf.exp(s - m), 0.0)
+    out = tf.math.divide_no_nan(tf.matmul(p, tf.cast(v, tf.float32)),
+                                tf.reduce_sum(p, -1, keepdims=True))
+    return tf.cast(out, v.dtype)
+
+
+def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
+                 tile_q=DEFAULT_TILE, tile_k=DEFAULT_TILE):
+    """Memory-efficient path (args as ``attend``): [tile_q, tile_k] blocks, online softmax.
+
+    Sizes need not be multiples of the tiles (padded with masked keys / dropped query
+    rows; a tile is shrunk to a static size smaller than it). The gradient is a
+    ``tf.custom_gradient`` that keeps only the inputs, the output and the per-row
+    logsumexp, and recomputes every block (flash-attention style), taking the VJP of
+    ``score_fn`` per block for q, k, positions and the variables it reads.
+    Works eagerly, in ``tf.function`` and under XLA (``jit_compile=True``).
+    """
+    nq, nk = _shape(q)[2], _shape(k)[2]
+    tq, tk = _tile_len(tile_q, nq), _tile_len(tile_k, nk)
+    nqt, nkt = _num_tiles(nq, tq), _num_tiles(nk, tk)
+    kv_t = _tile(_key_valid(key_mask, k), 1, tk, nkt)  # [nkt,B,tk], padding is False
+    has_qp, has_kp = q_pos is not None, k_pos is not None
+    q_side = [q] + ([q_pos] if has_qp else [])  # differentiable score inputs per side
+    k_side = [k] + ([k_pos] if has_kp else [])
+
+    @tf.custom_gradient
+    def run(*xs):
+        qs_t = [_tile(x, a, tq, nqt) for x, a in zip(xs[:len(q_side)], (2, 1))]
+        ks_t = [_tile(x, a, tk, nkt) for x, a in zip(xs[len(q_side):-1], (2, 1))]
+        v_t = _tile(tf.cast(xs[-1], tf.float32), 2, tk, nkt)
+        rows = _shape(q)[:2] + [tq]  # [B,H,tq]
+
+        def tiles(i, j):
+            qi, kj = [x[i] for x in qs_t], [x[j] for x in ks_t]
+            return qi, kj
+
+        def score(qi, kj):
+            return score_fn(qi[0], kj[0], qi[1] if has_qp else None, kj[1] if has_kp else None)
+
+        def masked(s_raw, i, j):  # -> f32 logits with masked entries at _NEG, valid mask
+            valid = _valid(kv_t[j], pair_mask_fn, i * tq + tf.range(tq), j * tk + tf.range(tk))
+            return tf.where(valid, tf.cast(s_raw, tf.float32), _NEG), valid
+
+        def forward_row(i):  # online softmax of query tile i over all key tiles
+            def step(j, m, l, acc):
+                s, valid = masked(score(*tiles(i, j)), i, j)
+                m_new = tf.maximum(m, tf.reduce_max(s, -1))
+                p = tf.where(valid, tf.exp(s - m_new[..., None]), 0.0)
+                alpha = tf.exp(m - m_new)
+                return (m_new, l * alpha + tf.reduce_sum(p, -1),
+                        acc * alpha[..., None] + tf.matmul(p, v_t[j]))
+
+            m, l, acc = _for(nkt, step, (tf.fill(rows, _NEG), tf.zeros(rows),
+                                         tf.zeros(rows + [_shape(v)[3]])))
+            lse = tf.where(l > 0, m + tf.math.log(tf.where(l > 0, l, 1.0)), 0.0)
+            return tf.math.divide_no_nan(acc, l[..., None]), lse
+
+        def forward():
+            def step(i, out_ta, lse_ta):
+                o, lse = forward_row(i)
+                return out_ta.write(i, o), lse_ta.write(i, lse)
+
+            row_shape = q.shape[:2] + [tq]
+            tas = _for(nqt, step, (_array(nqt, row_shape + v.shape[3:]), _array(nqt, row_shape)))
+            return [ta.stack() for ta in tas]
+
+        with record.stop_recording():
+            out_t, lse_t = forward()  # [nqt,B,H,tq,dv], [nqt,B,H,tq]
+
+        def grad(dout, variables=None):
+            variables = list(variables or [])
+            do_t = _tile(tf.cast(dout, tf.float32), 2, tq, nqt)
+            delta = tf.reduce_sum(do_t * out_t, -1)  # rowsum(dO * O): [nqt,B,H,tq]
+
+            def key_tile(j, dq_acc, dk_tas, dv_ta, dvar):
+                def query_tile(i, dk, dv, dvar, dq_tas):
+                    qi, kj = tiles(i, j)
+                    with tf.GradientTape() as tape:
+                        tape.watch(qi + kj)
+                        s_raw = score(qi, kj)
+                    s, valid = masked(s_raw, i, j)
+                    p = tf.where(valid, tf.exp(s - lse_t[i][..., None]), 0.0)
+                    ds = p * (tf.matmul(do_t[i], v_t[j], transpose_b=True) - delta[i][..., None])
+                    g = tape.gradient(s_raw, qi + kj + variables,
+                                      output_gradients=tf.cast(ds, s_raw.dtype),
+                                      unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                    g = [tf.cast(tf.convert_to_tensor(x), tf.float32) for x in g]
+                    gq, gk, gvar = g[:len(qi)], g[len(qi):len(qi) + len(kj)], g[len(qi) + len(kj):]
+                    return ([a + b for a, b in zip(dk, gk)],
+                            dv + tf.matmul(p, do_t[i], transpose_a=True),
+                            [a + b for a, b in zip(dvar, gvar)],
+                            [ta.write(i, x) for ta, x in zip(dq_tas, gq)])
+
+                dk, dv, dvar, dq_tas = _for(nqt, query_tile, (
+                    [tf.zeros(_shape(x)[1:]) for x in ks_t], tf.zeros(_shape(v_t)[1:]), dvar,
+                    [_array(nqt, x.shape[1:]) for x in qs_t]))
+                return ([a + ta.stack() for a, ta in zip(dq_acc, dq_tas)],
+                        [ta.write(j, x) for ta, x in zip(dk_tas, dk)],
+                        dv_ta.write(j, dv), dvar)
+
+            dq_acc, dk_tas, dv_ta, dvar = _for(nkt, key_tile, (
+                [tf.zeros(_shape(x)) for x in qs_t],
+                [_array(nkt, x.shape[1:]) for x in ks_t], _array(nkt, v_t.shape[1:]),
+                [tf.zeros(w.shape) for w in variables]))
+            d_in = ([_untile(d, a, nq) for d, a in zip(dq_acc, (2, 1))]
+                    + [_untile(ta.stack(), a, nk) for ta, a in zip(dk_tas, (2, 1))]
+                    + [_untile(dv_ta.stack(), 2, nk)])
+            d_in = [tf.cast(d, x.dtype) for d, x in zip(d_in, xs)]
+            if not variables:
+                return d_in
+            return d_in, [tf.cast(d, w.dtype) for d, w in zip(dvar, variables)]
+
+        return tf.cast(_untile(out_t, 2, nq), v.dtype), grad
+
+    return run(*q_side, *k_side, v)
+
+
+def _shape(x):
+    """Static dims as ints, unknown ones as scalar tensors."""
+    return [d if d is not None else tf.shape(x)[i] for i, d in enumerate(x.shape)]
+
+
+def _tile_len(tile, n):
+    return min(tile, n) if isinstance(n, int) and n > 0 else tile
+
+
+def _num_tiles(n, t):
+    return -(-n // t) if isinstance(n, int) else (n + t - 1) // t
+
+
+def _tile(x, axis, t, nt):
+    """Pad ``axis`` to nt*t (zeros / False) and split it into tiles first: [nt, ..., t, ...]."""
+    shape = _shape(x)
+    pad = [[0, 0]] * len(shape)
+    pad[axis] = [0, nt * t - shape[axis]]
+    x = tf.pad(x, pad)
+    x = tf.reshape(x, shape[:axis] + [nt, t] + shape[axis + 1:])
+    return tf.transpose(x, [axis] + list(range(axis)) + list(range(axis + 1, len(shape) + 1)))
+
+
+def _untile(x, axis, n):
+    """Inverse of ``_tile``: [nt, ..., t, ...] -> [..., n, ...] (drops the padding)."""
+    rank = len(x.shape)
+    x = tf.transpose(x, list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank)))
+    shape = _shape(x)
+    x = tf.reshape(x, shape[:axis] + [shape[axis] * shape[axis + 1]] + shape[axis + 2:])
+    return x[(slice(None),) * axis + (slice(0, n),)]
+
+
+def _array(n, element_shape):
+    return tf.TensorArray(tf.float32, size=n, element_shape=element_shape)
+
+
+def _for(n, body, state):
+    """``for i in range(n): state = body(i, *state)`` as a tf.while_loop; returns state."""
+    return tf.while_loop(lambda i, *_: i < n, lambda i, *s: (i + 1, *body(i, *s)),
+                         (tf.constant(0), *state))[1:]
+
+
+def _key_valid(key_mask, k):
+    """[B,Nk] bool (True = real key)."""
+    if key_mask is None:
+        return tf.ones(_shape(k)[:1] + _shape(k)[2:3], tf.bool)
+    return tf.cast(key_mask, tf.bool)
+
+
+def _valid(key_valid, pair_mask_fn, q_index, k_index):
+    """Allowed (query, key) pairs: [B,1,1|tq,tk] bool from key validity and structure."""
+    valid = key_valid[:, None, None, :]
+    if pair_mask_fn is not None:
+        valid = tf.logical_and(valid, pair_mask_fn(q_index, k_index)[None, None])
+    return valid

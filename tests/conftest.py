@@ -1,0 +1,36 @@
+"""Shared fixtures: fake installed distributions for registry tests, TF settings."""
+import importlib
+import os
+import sys
+import textwrap
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture
+def fake_dist(tmp_path, monkeypatch):
+    """Write a fake installed distribution (``*.dist-info`` + modules) onto ``sys.path``.
+
+    ``fake_dist(name, version, modules={"mod": "source"}, entry_points={"ep": "mod"})``
+    """
+    monkeypatch.syspath_prepend(str(tmp_path))
+    created = []
+
+    def make(name, version="1.0", modules=None, entry_points=None):
+        info = tmp_path / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        lines = ["[taylorformer]"] + [f"{ep} = {target}" for ep, target in (entry_points or {}).items()]
+        (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+        for mod, source in (modules or {}).items():
+            (tmp_path / f"{mod}.py").write_text(textwrap.dedent(source))
+            created.append(mod)
+        importlib.invalidate_caches()
+        return info
+
+    yield make
+    for mod in created:
+        sys.modules.pop(mod, None)
+    importlib.invalidate_caches()

@@ -4,6 +4,7 @@ import json
 import sys
 
 from taylorformer import registry
+from taylorformer.errors import SpecError, TaylorformerError
 
 
 def _cmd_plugins(args):
@@ -33,6 +34,68 @@ def _cmd_plugins(args):
     return 0
 
 
+def _json_arg(text, what):
+    """A JSON object given inline or as a path to a .json/.yaml file."""
+    if text is None:
+        return None
+    if text.endswith((".json", ".yaml", ".yml")):
+        from taylorformer.builder import load_spec_file
+
+        return load_spec_file(text)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{what} must be a JSON object or a .json/.yaml path: {exc}") from exc
+    if not isinstance(value, dict):
+        raise SpecError(f"{what} must be a JSON object, got {text!r}")
+    return value
+
+
+def _cmd_train(args):
+    from taylorformer import runs, training
+
+    model = args.model
+    trainer = training.train(
+        model=model, task=args.task, task_config=_json_arg(args.task_config, "--task-config"),
+        out_dir=args.out, steps=args.steps, batch_size=args.batch_size,
+        learning_rate=args.lr, schedule=args.schedule, seed=args.seed, jit_compile=args.xla,
+        dtype_policy=args.dtype_policy, strategy=args.strategy, val_every=args.val_every,
+        val_batches=args.val_batches)
+    print(f"run directory: {trainer.out_dir}")
+    if args.no_eval:
+        return 0
+    result = runs.evaluate_run(trainer.out_dir, num_batches=args.eval_batches)
+    print(json.dumps(result, indent=2))
+    if "gap_to_gt" in result:
+        print(f"log-likelihood {result['loglik']['mean']:.3f} +- {1.96 * result['loglik']['stderr']:.3f}; "
+              f"exact GP ceiling {result['gt_loglik']['mean']:.3f}; "
+              f"gap {result['gap_to_gt']['mean']:.3f}")
+    print(f"plot: {runs.plot_run(trainer.out_dir)}")
+    return 0
+
+
+def _cmd_evaluate(args):
+    from taylorformer import runs
+
+    result = runs.evaluate_run(args.run_dir, task=args.task,
+                               task_config=_json_arg(args.task_config, "--task-config"),
+                               num_batches=args.batches, split=args.split,
+                               checkpoint=args.checkpoint, batch_size=args.batch_size)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _cmd_plot(args):
+    from taylorformer import runs
+
+    path = runs.plot_run(args.run_dir, out=args.out, task=args.task,
+                         task_config=_json_arg(args.task_config, "--task-config"),
+                         checkpoint=args.checkpoint, num_tasks=args.num_tasks,
+                         num_samples=args.samples)
+    print(path)
+    return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="taylorformer", description=__doc__)
     sub = parser.add_subparsers(dest="command")
@@ -41,6 +104,42 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--kind", choices=sorted(registry.hookspecs.KINDS), help="only this kind")
     p.set_defaults(func=_cmd_plugins)
+
+    p = sub.add_parser("train", help="train a model on a task (no arguments: the demo job)")
+    p.add_argument("--model", default="tnp-d", help="preset name or JSON/YAML spec file")
+    p.add_argument("--task", default="gp", help="registered task name")
+    p.add_argument("--task-config", help="task options as JSON, or a JSON/YAML file")
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--schedule", choices=["constant", "cosine"], default="constant")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--xla", action="store_true", help="compile the train step with XLA")
+    p.add_argument("--dtype-policy", help="Keras dtype policy, e.g. mixed_bfloat16")
+    p.add_argument("--strategy", choices=["default", "mirrored"], default="default")
+    p.add_argument("--val-every", type=int, default=250)
+    p.add_argument("--val-batches", type=int, default=8)
+    p.add_argument("--eval-batches", type=int, default=None, help="test batches after training")
+    p.add_argument("--out", help="run directory (default runs/MODEL-TASK-TIME)")
+    p.add_argument("--no-eval", action="store_true", help="skip the final evaluation and plot")
+    p.set_defaults(func=_cmd_train)
+
+    for name, func, text in (("evaluate", _cmd_evaluate, "evaluate a run; prints JSON"),
+                             ("plot", _cmd_plot, "plot a run's predictions to PNG")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("run_dir")
+        p.add_argument("--task", help="task name (default: the run's task)")
+        p.add_argument("--task-config", help="task options as JSON, or a JSON/YAML file")
+        p.add_argument("--checkpoint", choices=["best", "model"], default="best")
+        if name == "evaluate":
+            p.add_argument("--batches", type=int, default=None)
+            p.add_argument("--split", choices=["val", "test"], default="test")
+            p.add_argument("--batch-size", type=int, default=16)
+        else:
+            p.add_argument("--out", help="PNG path (default RUN_DIR/predictions.png)")
+            p.add_argument("--num-tasks", type=int, default=4)
+            p.add_argument("--samples", type=int, default=0, help="sample paths to draw")
+        p.set_defaults(func=func)
     return parser
 
 
@@ -52,7 +151,7 @@ def main(argv=None):
         return 0
     try:
         return args.func(args)
-    except registry.PluginLoadError as exc:
+    except (TaylorformerError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,47 @@
+"""Run directories: load the model and task of a finished run, evaluate, plot."""
+import json
+import os
+
+from taylorformer import builder
+from taylorformer.evaluation import evaluate
+from taylorformer.training import make_task
+
+
+def load_run(run_dir, checkpoint="best", task=None, task_config=None):
+    """(model, task, config) of a run; ``checkpoint`` is ``best`` or ``model`` (last)."""
+    config_path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.json)")
+    with open(config_path) as fh:
+        config = json.load(fh)
+    path = os.path.join(run_dir, f"{checkpoint}.keras")
+    if not os.path.exists(path):
+        other = os.path.join(run_dir, "model.keras" if checkpoint == "best" else "best.keras")
+        if not os.path.exists(other):
+            raise FileNotFoundError(f"{run_dir} holds no saved model ({checkpoint}.keras)")
+        path = other
+    model = builder.load_model(path)
+    if task is None:
+        task, task_config = config["task"], task_config or config.get("task_config")
+    return model, make_task(task, task_config), config
+
+
+def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="test",
+                 checkpoint="best", batch_size=None):
+    """Evaluation JSON dict of a run (see :func:`taylorformer.evaluation.evaluate`)."""
+    model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
+    batch_size = batch_size or config["train"]["batch_size"]
+    result = evaluate(model, task_obj, split=split, batch_size=batch_size, num_batches=num_batches)
+    return {"run_dir": run_dir, "task": task or config["task"], **result}
+
+
+def plot_run(run_dir, out=None, task=None, task_config=None, checkpoint="best", num_tasks=4,
+             num_samples=0):
+    """Plot predictions on the first test batch of a run; returns the PNG path."""
+    from taylorformer.plotting import plot_predictions
+
+    model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
+    batch = next(iter(task_obj.dataset("test", batch_size=num_tasks, num_batches=1)))
+    out = out or os.path.join(run_dir, "predictions.png")
+    title = f"{config['task'] if task is None else task}: {model.spec.get('description') or model.name}"
+    return plot_predictions(model, batch, out, num_tasks=num_tasks, num_samples=num_samples, title=title)

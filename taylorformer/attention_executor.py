@@ -220,7 +220,7 @@ def _array(n, element_shape):
 def _for(n, body, state):
     """``for i in range(n): state = body(i, *state)`` as a tf.while_loop; returns state."""
     return tf.while_loop(lambda i, *_: i < n, lambda i, *s: (i + 1, *body(i, *s)),
-                         (tf.constant(0), *state))[1:]
+                         (tf.constant(0), *state), parallel_iterations=1)[1:]
 
 
 def _key_valid(key_mask, k):

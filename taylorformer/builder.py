@@ -22,7 +22,8 @@ import os
 from taylorformer import components, registry
 from taylorformer.errors import SpecError, UnknownComponentError, close_matches
 
-MODEL_KINDS = {"conditional": "taylorformer.conditional_np:ConditionalNP"}
+MODEL_KINDS = {"conditional": "taylorformer.conditional_np:ConditionalNP",
+               "autoregressive": "taylorformer.autoregressive_np:AutoregressiveNP"}
 
 DEFAULTS = {
     "kind": "conditional",
@@ -183,6 +184,6 @@ def load_model(path):
     import keras
 
     registry.default()
-    from taylorformer import conditional_np  # noqa: F401 - registers the model classes
+    from taylorformer import autoregressive_np, conditional_np  # noqa: F401 - registers the model classes
 
     return keras.models.load_model(path)

@@ -1,7 +1,12 @@
 """The ``taylorformer`` command line: plugins, train, evaluate, plot."""
 import argparse
 import json
+import os
 import sys
+
+# Task simulators run many small NumPy Cholesky factorisations: a multi-threaded BLAS
+# makes them 10-25x slower on a 2-core machine (TensorFlow does not use OpenBLAS).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from taylorformer import registry
 from taylorformer.errors import SpecError, TaylorformerError

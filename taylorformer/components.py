@@ -20,9 +20,23 @@ def normalize(entry, field):
 
 
 def accepted_options(cls):
-    """Constructor keyword names of ``cls`` (None if it takes ``**kwargs`` freely)."""
-    params = inspect.signature(cls).parameters
-    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    """Keyword names the constructor of ``cls`` accepts, following ``**kwargs`` up the MRO.
+
+    The walk stops at Keras' own classes: their generic kwargs (name, dtype, ...) are
+    not spec options.
+    """
+    names = []
+    for klass in cls.__mro__ if isinstance(cls, type) else [cls]:
+        init = klass.__dict__.get("__init__") if isinstance(cls, type) else klass
+        if init is None:
+            continue
+        if isinstance(cls, type) and klass.__module__.split(".")[0] in {"keras", "builtins"}:
+            break
+        params = inspect.signature(init).parameters
+        names += [n for n, p in params.items()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self" and n not in names]
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            break
     return names
 
 
@@ -45,5 +59,7 @@ def build(kind, entry, field, **fixed):
     check_options(kind, name, cls, spec, field, fixed)
     try:
         return cls(**fixed, **spec)
+    except SpecError:
+        raise
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{field}: cannot build {kind} {name!r} with {spec}: {exc}") from exc

@@ -4,17 +4,27 @@ encoder (registered) -> target representations [B, Nt, Dz] -> head MLP -> raw
 parameters [B, Nt, P] (float32) -> likelihood (registered) -> parameter dict ->
 ``tfp.distributions.Distribution`` with batch shape [B, Nt, Dy].
 The model's Keras config is its resolved spec, so save/load rebuilds it exactly.
+
+A spec ``"wrapper"`` (kind ``wrapper``, e.g. ``local-taylor``) wraps the network:
+``wrapper.augment(batch, causal, fold)`` runs before the encoder and
+``wrapper.adjust(params, batch)`` after the likelihood's ``parameters`` (protocol in
+``taylorformer/plugins/local_taylor.py``). Encoders that do not declare
+``reads_wrapper_features = True`` get the wrapper's features folded into x and y and are
+built for ``wrapper.folded_dims()``.
 """
 import keras
 import tensorflow as tf
 
-from taylorformer import components
+from taylorformer import components, registry
 from taylorformer.batch import validate_batch, with_masks
 from taylorformer.layers import MLP
 
 
 class NeuralProcess(keras.Model):
     """Shared plumbing of NP models: spec as config, likelihood, head, build for loading."""
+
+    #: may target i condition on targets before it? (picks the wrapper's neighbour sets)
+    causal = False
 
     def __init__(self, spec, **kwargs):
         super().__init__(**kwargs)
@@ -23,6 +33,31 @@ class NeuralProcess(keras.Model):
         self.likelihood = components.build("likelihood", spec["likelihood"], "likelihood")
         self.head = MLP(self.likelihood.num_params(self.dim_y), output_dtype="float32",
                         name="head", **spec["head"])
+        self.wrapper = None
+        if spec.get("wrapper") is not None:
+            self.wrapper = components.build("wrapper", spec["wrapper"], "wrapper",
+                                            dim_x=self.dim_x, dim_y=self.dim_y)
+        self._fold = True
+
+    def build_encoder(self):
+        """The spec's encoder, built for the wrapper's folded dims unless it reads them itself."""
+        entry = components.normalize(self.spec["encoder"], "encoder")
+        cls = registry.get("encoder", entry["name"])
+        self._fold = not getattr(cls, "reads_wrapper_features", False)
+        dim_x, dim_y = self.dim_x, self.dim_y
+        if self.wrapper is not None and self._fold:
+            dim_x, dim_y = self.wrapper.folded_dims()
+        return components.build("encoder", entry, "encoder", dim_x=dim_x, dim_y=dim_y)
+
+    def augment(self, batch):
+        """``wrapper.augment`` (identity without a wrapper)."""
+        if self.wrapper is None:
+            return batch
+        return self.wrapper.augment(batch, causal=self.causal, fold=self._fold)
+
+    def adjust(self, params, batch):
+        """``wrapper.adjust`` (identity without a wrapper)."""
+        return params if self.wrapper is None else self.wrapper.adjust(params, batch)
 
     def prepare(self, batch):
         """Add default masks; validate the batch when running eagerly."""
@@ -62,10 +97,9 @@ class ConditionalNP(NeuralProcess):
 
     def __init__(self, spec, **kwargs):
         super().__init__(spec, **kwargs)
-        self.encoder = components.build("encoder", spec["encoder"], "encoder",
-                                        dim_x=self.dim_x, dim_y=self.dim_y)
+        self.encoder = self.build_encoder()
 
     def call(self, batch, training=None):
         """Distribution parameters (dict of float32 ``[B, Nt, Dy]`` tensors)."""
-        batch = self.prepare(batch)
-        return self.likelihood.parameters(self.head(self.encoder(batch)))
+        batch = self.augment(self.prepare(batch))
+        return self.adjust(self.likelihood.parameters(self.head(self.encoder(batch))), batch)

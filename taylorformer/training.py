@@ -112,9 +112,10 @@ class Trainer:
         self.spec = builder.resolve_spec(spec, **overrides)
         with self.strategy.scope():
             self.model = builder.build_model(self.spec)
+            # clipping happens in the train step, on the all-reduced gradient: Keras'
+            # global_clipnorm would clip each replica's partial gradient separately
             optimizer = keras.optimizers.AdamW(learning_rate=_learning_rate(cfg),
-                                               weight_decay=cfg.weight_decay,
-                                               global_clipnorm=cfg.clip_norm)
+                                               weight_decay=cfg.weight_decay)
             if cfg.dtype_policy == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
@@ -124,14 +125,22 @@ class Trainer:
     def _make_step(self):
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
         global_batch = float(self.cfg.batch_size)
+        replicas = float(strategy.num_replicas_in_sync)
+        loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
         @tf.function(jit_compile=self.cfg.jit_compile)
         def replica_step(batch):
             with tf.GradientTape() as tape:
                 loss = -tf.cast(tf.reduce_sum(loglik(model, batch, training=True)), tf.float32) / global_batch
-                scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
-            grads = tape.gradient(scaled, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                scaled = optimizer.scale_loss(loss) if loss_scaled else loss
+            variables = model.trainable_variables
+            grads = tape.gradient(scaled, variables)
+            grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+            # clip the global gradient (loss-scaled gradients against a scaled threshold)
+            clip = self.cfg.clip_norm * (optimizer.scale_loss(1.0) if loss_scaled else 1.0)
+            grads, _ = tf.clip_by_global_norm(grads, clip)
+            # the optimizer sums over replicas again: hand each replica its 1/R share
+            optimizer.apply_gradients(zip([g / replicas for g in grads], variables))
             return loss
 
         @tf.function

@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small Cholesky factorisations in tasks
 
 
 @pytest.fixture

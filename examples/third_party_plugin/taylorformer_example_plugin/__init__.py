@@ -1,0 +1,69 @@
+"""An example third-party taylorformer plugin.
+
+It adds one attention block (``cosine``) and one task (``sine``) through the
+``taylorformer`` entry-point group declared in this package's ``setup.cfg``::
+
+    [options.entry_points]
+    taylorformer =
+        example = taylorformer_example_plugin
+"""
+import keras
+import numpy as np
+import tensorflow as tf
+
+from taylorformer import hookimpl
+from taylorformer.attention import Attention
+from taylorformer.task import Task
+
+
+class CosineAttention(Attention):
+    """Cosine-similarity attention with a learned temperature per head."""
+
+    def __init__(self, output_dim, **kwargs):
+        super().__init__(output_dim, **kwargs)
+        self.log_temperature = self.add_weight(
+            name="log_temperature", shape=(self.num_heads, 1, 1),
+            initializer=keras.initializers.Constant(np.log(10.0)))
+
+    def score(self, q, k, q_pos, k_pos):
+        """``[B, H, tq, tk]`` = exp(t_h) * cos(q, k)."""
+        q = tf.math.l2_normalize(q, axis=-1)
+        k = tf.math.l2_normalize(k, axis=-1)
+        return tf.exp(tf.cast(self.log_temperature, q.dtype)) * tf.matmul(q, k, transpose_b=True)
+
+
+class SineTask(Task):
+    """Random sine waves y = a sin(w x + phase) + noise on x in [-3, 3]."""
+
+    name = "sine"
+
+    def __init__(self, num_context=(3, 20), num_target=30, noise=0.05):
+        self.num_context, self.num_target, self.noise = tuple(num_context), int(num_target), float(noise)
+
+    def sample(self, rng, batch_size, split):
+        nc_max = self.num_context[1]
+        nc = rng.integers(self.num_context[0], nc_max + 1, size=batch_size)
+        amp = rng.uniform(0.5, 2.0, (batch_size, 1, 1))
+        freq = rng.uniform(0.5, 2.0, (batch_size, 1, 1))
+        phase = rng.uniform(0, 2 * np.pi, (batch_size, 1, 1))
+        x = rng.uniform(-3, 3, (batch_size, nc_max + self.num_target, 1))
+        y = amp * np.sin(freq * x + phase) + self.noise * rng.standard_normal(x.shape)
+        mask_c = (np.arange(nc_max)[None] < nc[:, None]).astype(np.float32)
+        return {"xc": x[:, :nc_max].astype(np.float32) * mask_c[..., None],
+                "yc": y[:, :nc_max].astype(np.float32) * mask_c[..., None],
+                "xt": x[:, nc_max:].astype(np.float32), "yt": y[:, nc_max:].astype(np.float32),
+                "mask_c": mask_c, "mask_t": np.ones((batch_size, self.num_target), np.float32)}
+
+    def get_config(self):
+        return {"num_context": list(self.num_context), "num_target": self.num_target,
+                "noise": self.noise}
+
+
+@hookimpl
+def register_attention(register):
+    register("cosine", CosineAttention)
+
+
+@hookimpl
+def register_tasks(register):
+    register("sine", SineTask)

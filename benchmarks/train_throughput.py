@@ -34,7 +34,7 @@ def run_config(args, xla):
     start = time.perf_counter()
     for b in batches[args.warmup:]:
         loss = trainer._step(b)
-    float(loss)
+    float(loss[0])
     steps_per_s = args.steps / (time.perf_counter() - start)
 
     start = time.perf_counter()
@@ -42,7 +42,7 @@ def run_config(args, xla):
         loss = trainer._step(b)
         if i + 1 == args.steps:
             break
-    float(loss)
+    float(loss[0])
     end_to_end = args.steps / (time.perf_counter() - start)
 
     rng = np.random.default_rng(0)

@@ -274,9 +274,10 @@ class CSVSeriesTask(Task):
         return self.split_bounds[split]
 
     # ------------------------------------------------------------------ data
-    def dataset(self, split="train", batch_size=16, seed=0, num_batches=None):
+    def dataset(self, split="train", batch_size=16, seed=0, num_batches=None, start=0):
         """Batches (module docstring); ``train`` infinite unless ``num_batches``, ``val``/``test``
-        every window once (``num_batches`` caps the count)."""
+        every window once (``num_batches`` caps the count). ``start``: index of the first
+        training batch (resuming a run continues the same stream)."""
         import tensorflow as tf
 
         lo, hi = self._bounds(split)
@@ -304,7 +305,7 @@ class CSVSeriesTask(Task):
                     [batch_size], seed=tf.stack([tf.constant(seed, tf.int64), i]),
                     minval=0, maxval=n_windows, dtype=tf.int64)
 
-            ds = tf.data.Dataset.counter().map(draw)
+            ds = tf.data.Dataset.counter(start=int(start)).map(draw)
         else:
             ds = tf.data.Dataset.from_tensor_slices(self.window_starts(split)).batch(batch_size)
         if num_batches is not None:

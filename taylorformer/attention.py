@@ -35,6 +35,13 @@ class Attention(keras.layers.Layer):
         self.v_proj = keras.layers.Dense(inner, use_bias=False, name="v")
         self.out_proj = keras.layers.Dense(output_dim, name="out")
 
+    def build(self, queries_shape, keys_shape=None):
+        keys_shape = keys_shape or queries_shape
+        self.q_proj.build(queries_shape)
+        self.k_proj.build(keys_shape)
+        self.v_proj.build(keys_shape)
+        self.out_proj.build((None, None, self.num_heads * self.head_dim))
+
     def score(self, q, k, q_pos, k_pos):
         """Logits ``[B, H, tq, tk]`` of query tile ``q [B, H, tq, d]`` vs key tile ``k``."""
         return attention_executor.mha_score(q, k, q_pos, k_pos)

@@ -164,7 +164,8 @@ class AutoregressiveNP(NeuralProcess):
             gen_order = tf.tile(tf.range(nt)[None], [num_samples * b, 1])
         rows = gather_targets(rows, gen_order)
         if self._step_fn is None:
-            self._step_fn = tf.function(self._sample_step, reduce_retracing=True)
+            # traced per concrete batch shape: static sizes keep attention on its dense path
+            self._step_fn = tf.function(self._sample_step)
         yt = tf.zeros_like(tf.cast(rows["yt"], tf.float32))
         steps = []
         for t in range(nt):

@@ -59,13 +59,19 @@ def _json_arg(text, what):
 def _cmd_train(args):
     from taylorformer import runs, training
 
-    model = args.model
-    trainer = training.train(
-        model=model, task=args.task, task_config=_json_arg(args.task_config, "--task-config"),
-        out_dir=args.out, steps=args.steps, batch_size=args.batch_size,
-        learning_rate=args.lr, schedule=args.schedule, seed=args.seed, jit_compile=args.xla,
-        dtype_policy=args.dtype_policy, strategy=args.strategy, val_every=args.val_every,
-        val_batches=args.val_batches)
+    options = {"batch_size": args.batch_size, "learning_rate": args.lr, "schedule": args.schedule,
+               "seed": args.seed, "jit_compile": args.xla, "dtype_policy": args.dtype_policy,
+               "strategy": args.strategy, "val_every": args.val_every,
+               "val_batches": args.val_batches, "nan_policy": args.nan_policy,
+               "checkpoint_every": args.checkpoint_every, "steps": args.steps}
+    if args.resume:
+        # a resumed run keeps its saved config; only an explicit --steps extends it
+        trainer = training.train(resume=args.resume, **({"steps": args.steps} if args.steps else {}))
+    else:
+        options = {k: v for k, v in options.items() if v is not None}
+        trainer = training.train(model=args.model, task=args.task,
+                                 task_config=_json_arg(args.task_config, "--task-config"),
+                                 out_dir=args.out, **options)
     print(f"run directory: {trainer.out_dir}")
     if args.no_eval:
         return 0
@@ -114,16 +120,20 @@ def build_parser():
     p.add_argument("--model", default="tnp-d", help="preset name or JSON/YAML spec file")
     p.add_argument("--task", default="gp", help="registered task name")
     p.add_argument("--task-config", help="task options as JSON, or a JSON/YAML file")
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--schedule", choices=["constant", "cosine"], default="constant")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--xla", action="store_true", help="compile the train step with XLA")
+    p.add_argument("--steps", type=int, help="training steps (default 2000)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--lr", type=float, help="peak learning rate (default 5e-4)")
+    p.add_argument("--schedule", choices=["constant", "cosine"])
+    p.add_argument("--seed", type=int)
+    p.add_argument("--xla", action="store_true", default=None, help="compile the train step with XLA")
     p.add_argument("--dtype-policy", help="Keras dtype policy, e.g. mixed_bfloat16")
-    p.add_argument("--strategy", choices=["default", "mirrored"], default="default")
-    p.add_argument("--val-every", type=int, default=250)
-    p.add_argument("--val-batches", type=int, default=8)
+    p.add_argument("--strategy", choices=["default", "mirrored"])
+    p.add_argument("--val-every", type=int)
+    p.add_argument("--val-batches", type=int)
+    p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--nan-policy", choices=["stop", "skip"],
+                   help="non-finite loss: stop (default, checkpoints untouched) or skip the step")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its latest checkpoint")
     p.add_argument("--eval-batches", type=int, default=None, help="test batches after training")
     p.add_argument("--out", help="run directory (default runs/MODEL-TASK-TIME)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation and plot")

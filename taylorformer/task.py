@@ -7,9 +7,11 @@ instance (usually the class itself, or a ``functools.partial`` for a named prese
 Protocol every task follows:
 
 * ``dim_x``, ``dim_y`` attributes;
-* ``dataset(split, batch_size, seed=0, num_batches=None)`` -> ``tf.data.Dataset`` of
-  batch dicts; ``split`` is ``"train"`` (infinite, seeded by ``seed``) or
-  ``"val"``/``"test"`` (finite, fixed seeds: identical in every run);
+* ``dataset(split, batch_size, seed=0, num_batches=None, start=0)`` ->
+  ``tf.data.Dataset`` of batch dicts; ``split`` is ``"train"`` (infinite, seeded by
+  ``seed``; training batch ``i`` depends only on ``(seed, i)``, and ``start`` skips to
+  batch ``start`` so a resumed run continues the same stream) or ``"val"``/``"test"``
+  (finite, fixed seeds: identical in every run);
 * ``get_config()`` -> JSON-serialisable dict that rebuilds the task.
 
 Simulated tasks subclass :class:`Task` and implement :meth:`Task.sample`; tasks
@@ -40,7 +42,7 @@ class Task:
     def get_config(self):
         return {}
 
-    def dataset(self, split="train", batch_size=16, seed=0, num_batches=None):
+    def dataset(self, split="train", batch_size=16, seed=0, num_batches=None, start=0):
         """``tf.data.Dataset`` of batches; see the module docstring."""
         import tensorflow as tf
 
@@ -52,8 +54,8 @@ class Task:
             num_batches = DEFAULT_EVAL_BATCHES[split]
 
         def generate():
-            i = 0
-            while num_batches is None or i < num_batches:
+            i = int(start)
+            while num_batches is None or i < start + num_batches:
                 # a generator per batch index: batch i of a split never depends on how
                 # many batches were read before it
                 rng = np.random.default_rng([SPLIT_SEEDS[split], seed if split == "train" else 0, i])

@@ -7,12 +7,21 @@ Run directory layout (every file is written atomically: temp file, then rename):
     RUN_DIR/metrics.csv    step, train_loss, val_loglik(+stderr), val_gt_loglik, lr, elapsed_s
     RUN_DIR/best.keras     model with the best validation log-likelihood
     RUN_DIR/model.keras    model at the end of training
+    RUN_DIR/checkpoints/   step-NNNNNNNN/ (model + optimizer + step) and ``latest``
+
+A checkpoint is written into a temporary directory and renamed into place before the
+``latest`` pointer (itself written atomically) moves to it, so killing a run at any
+moment leaves the previous or the new checkpoint, never a corrupt one. ``resume``
+restores weights, optimizer state and step; training batch ``i`` depends only on
+``(seed, i)``, so a resumed run sees the same data as an uninterrupted one.
 """
 import csv
 import dataclasses
+import inspect
 import json
 import math
 import os
+import shutil
 import time
 
 import keras
@@ -26,8 +35,10 @@ from taylorformer.inference import loglik
 
 STRATEGIES = ("default", "mirrored")
 SCHEDULES = ("constant", "cosine")
+NAN_POLICIES = ("stop", "skip")
+CHECKPOINT_DIR = "checkpoints"
 METRIC_FIELDS = ["step", "train_loss", "val_loglik", "val_loglik_stderr", "val_gt_loglik",
-                 "learning_rate", "elapsed_s"]
+                 "learning_rate", "skipped_steps", "elapsed_s"]
 
 
 @dataclasses.dataclass
@@ -47,9 +58,13 @@ class TrainConfig:
     strategy: str = "default"  # or "mirrored"
     val_every: int = 250
     val_batches: int = 8
+    checkpoint_every: int = 250
+    keep_checkpoints: int = 2
+    nan_policy: str = "stop"  # "skip": drop a step whose loss or gradient is not finite
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "val_every", "val_batches"):
+        for name in ("steps", "batch_size", "val_every", "val_batches", "checkpoint_every",
+                     "keep_checkpoints"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise SpecError(f"train config {name!r} must be a positive int, got {value!r}")
@@ -57,6 +72,8 @@ class TrainConfig:
             raise SpecError(f"train config 'schedule' must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.strategy not in STRATEGIES:
             raise SpecError(f"train config 'strategy' must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.nan_policy not in NAN_POLICIES:
+            raise SpecError(f"train config 'nan_policy' must be one of {NAN_POLICIES}, got {self.nan_policy!r}")
         if not (self.learning_rate > 0 and self.clip_norm > 0):
             raise SpecError("train config 'learning_rate' and 'clip_norm' must be > 0")
 
@@ -120,6 +137,10 @@ class Trainer:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
             self.optimizer.build(self.model.trainable_variables)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+            self.skipped = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_steps")
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                              step=self.step, skipped=self.skipped)
         self._step = self._make_step()
 
     def _make_step(self):
@@ -127,6 +148,12 @@ class Trainer:
         global_batch = float(self.cfg.batch_size)
         replicas = float(strategy.num_replicas_in_sync)
         loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        skip_non_finite = self.cfg.nan_policy == "skip"
+
+        def apply(grads, variables):
+            # the optimizer sums over replicas again: hand each replica its 1/R share
+            optimizer.apply_gradients(zip([g / replicas for g in grads], variables))
+            return tf.constant(0, tf.int64)
 
         @tf.function(jit_compile=self.cfg.jit_compile)
         def replica_step(batch):
@@ -138,18 +165,27 @@ class Trainer:
             grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
             # clip the global gradient (loss-scaled gradients against a scaled threshold)
             clip = self.cfg.clip_norm * (optimizer.scale_loss(1.0) if loss_scaled else 1.0)
-            grads, _ = tf.clip_by_global_norm(grads, clip)
-            # the optimizer sums over replicas again: hand each replica its 1/R share
-            optimizer.apply_gradients(zip([g / replicas for g in grads], variables))
-            return loss
+            grads, norm = tf.clip_by_global_norm(grads, clip)
+            if not skip_non_finite:
+                return loss, apply(grads, variables)
+            # the all-reduced norm is identical on every replica, so all take one branch
+            skipped = tf.cond(tf.math.is_finite(norm), lambda: apply(grads, variables),
+                              lambda: tf.constant(1, tf.int64))
+            return loss, skipped
 
         @tf.function
         def step(batch):
-            losses = strategy.run(replica_step, args=(batch,))
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+            losses, skipped = strategy.run(replica_step, args=(batch,))
+            loss = strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+            # every replica took the same branch: the sum counts the step R times
+            skipped = strategy.reduce(tf.distribute.ReduceOp.SUM, skipped, axis=None) // int(replicas)
+            self.step.assign_add(1)
+            self.skipped.assign_add(skipped)
+            return loss, skipped
 
         return step
 
+    # ---------------------------------------------------------------- run files
     def write_run_files(self):
         os.makedirs(self.out_dir, exist_ok=True)
         atomic_write_text(os.path.join(self.out_dir, "spec.json"), json.dumps(self.spec, indent=2))
@@ -157,41 +193,120 @@ class Trainer:
                   "task_config": self.task_config}
         atomic_write_text(os.path.join(self.out_dir, "config.json"), json.dumps(config, indent=2))
 
+    def check_weights_finite(self):
+        """Raise before anything is saved if a weight is NaN/inf (a diverged update)."""
+        for var in self.model.weights:
+            if not np.isfinite(var.numpy()).all():
+                raise FloatingPointError(
+                    f"weight {var.path} became non-finite at step {int(self.step.numpy())}; "
+                    f"stopped without saving, so the checkpoints in {self.out_dir} still hold the "
+                    f"last good weights. Lower the learning rate or check the data.")
+
+    def save_checkpoint(self):
+        """Write checkpoints/step-N atomically, move ``latest`` to it, prune old ones."""
+        self.check_weights_finite()
+        root = os.path.join(self.out_dir, CHECKPOINT_DIR)
+        os.makedirs(root, exist_ok=True)
+        name = f"step-{int(self.step.numpy()):08d}"
+        tmp, final = os.path.join(root, f".tmp-{name}"), os.path.join(root, name)
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.checkpoint.write(os.path.join(tmp, "ckpt"))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        atomic_write_text(os.path.join(root, "latest"), name)
+        done = sorted(d for d in os.listdir(root) if d.startswith("step-"))
+        for old in done[: -self.cfg.keep_checkpoints]:
+            shutil.rmtree(os.path.join(root, old), ignore_errors=True)
+        return final
+
+    def restore_latest(self):
+        """Restore the newest complete checkpoint; returns its step (0 if none)."""
+        pointer = os.path.join(self.out_dir, CHECKPOINT_DIR, "latest")
+        if not os.path.exists(pointer):
+            raise FileNotFoundError(f"{self.out_dir} has no checkpoint to resume from ({pointer} missing)")
+        with open(pointer) as fh:
+            name = fh.read().strip()
+        self.checkpoint.read(os.path.join(self.out_dir, CHECKPOINT_DIR, name, "ckpt")).assert_existing_objects_matched()
+        step = int(self.step.numpy())
+        self._truncate_metrics(step)
+        return step
+
+    def _metrics_rows(self):
+        path = os.path.join(self.out_dir, "metrics.csv")
+        if not os.path.exists(path):
+            return []
+        with open(path) as fh:
+            return list(csv.DictReader(fh))
+
+    def _write_metrics(self, rows):
+        path = os.path.join(self.out_dir, "metrics.csv")
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, METRIC_FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, path)
+
+    def _truncate_metrics(self, step):
+        """Drop metric rows logged after ``step`` (work lost by a kill is redone)."""
+        rows = self._metrics_rows()
+        kept = [r for r in rows if int(r["step"]) <= step]
+        if len(kept) != len(rows):
+            self._write_metrics(kept)
+
+    # ------------------------------------------------------------------- loop
     def validate(self):
         return evaluate(self.model, self.task, split="val", batch_size=self.cfg.batch_size,
                         num_batches=self.cfg.val_batches)
 
+    def _train_data(self, start):
+        kwargs = {"batch_size": self.cfg.batch_size, "seed": self.cfg.seed}
+        if "start" in inspect.signature(self.task.dataset).parameters:
+            data = self.task.dataset("train", start=start, **kwargs)
+        else:  # third-party task without ``start``: skip (slower, same stream)
+            data = self.task.dataset("train", **kwargs).skip(start)
+        return self.strategy.experimental_distribute_dataset(data)
+
     def fit(self, verbose=1):
-        """Train for ``cfg.steps`` steps; returns the metrics history (list of dicts)."""
+        """Train from the current step to ``cfg.steps``; returns the metric rows logged."""
         cfg = self.cfg
         self.write_run_files()
-        data = self.task.dataset("train", batch_size=cfg.batch_size, seed=cfg.seed)
-        data = self.strategy.experimental_distribute_dataset(data)
+        done = int(self.step.numpy())
+        best = max((float(r["val_loglik"]) for r in self._metrics_rows()), default=-math.inf)
         progress = keras.utils.Progbar(cfg.steps, verbose=verbose,
-                                       stateful_metrics=["val_loglik", "val_gt_loglik"])
-        history, losses, best = [], [], -math.inf
+                                       stateful_metrics=["val_loglik", "val_gt_loglik", "skipped"])
+        if done:
+            progress.update(done)
+        history, losses = [], []
         start = time.time()
-        for step, batch in enumerate(data, start=1):
-            loss = float(self._step(batch))
-            if not math.isfinite(loss):
+        for batch in (self._train_data(done) if done < cfg.steps else []):
+            loss, skipped = self._step(batch)
+            loss, step = float(loss), int(self.step.numpy())
+            if not math.isfinite(loss) and cfg.nan_policy == "stop":
                 raise FloatingPointError(
-                    f"training loss became {loss} at step {step}; the saved checkpoints in "
-                    f"{self.out_dir} were left untouched. Lower the learning rate or check the data.")
-            losses.append(loss)
-            values = [("loss", loss)]
+                    f"training loss became {loss} at step {step}; stopped without saving, so the "
+                    f"checkpoints in {self.out_dir} still hold the last good weights (resume with "
+                    f"--resume). Lower the learning rate, check the data, or use nan_policy='skip'.")
+            if math.isfinite(loss):
+                losses.append(loss)
+            values = [("loss", loss), ("skipped", int(self.skipped.numpy()))]
             if step % cfg.val_every == 0 or step == cfg.steps:
                 row = self._log(step, losses, start)
                 history.append(row)
                 losses = []
-                values += [("val_loglik", row["val_loglik"])]
+                values.append(("val_loglik", row["val_loglik"]))
                 if row["val_gt_loglik"] != "":
-                    values += [("val_gt_loglik", row["val_gt_loglik"])]
+                    values.append(("val_gt_loglik", row["val_gt_loglik"]))
                 if row["val_loglik"] > best:
                     best = row["val_loglik"]
+                    self.check_weights_finite()
                     atomic_save_model(self.model, os.path.join(self.out_dir, "best.keras"))
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                self.save_checkpoint()
             progress.update(step, values=values)
             if step >= cfg.steps:
                 break
+        self.check_weights_finite()
         atomic_save_model(self.model, os.path.join(self.out_dir, "model.keras"))
         return history
 
@@ -200,35 +315,40 @@ class Trainer:
         lr = self.optimizer.learning_rate
         row = {
             "step": step,
-            "train_loss": float(np.mean(losses)),
+            "train_loss": float(np.mean(losses)) if losses else float("nan"),
             "val_loglik": val["loglik"]["mean"],
             "val_loglik_stderr": val["loglik"]["stderr"],
             "val_gt_loglik": val["gt_loglik"]["mean"] if "gt_loglik" in val else "",
             "learning_rate": float(lr.numpy() if hasattr(lr, "numpy") else lr),
+            "skipped_steps": int(self.skipped.numpy()),
             "elapsed_s": round(time.time() - start, 2),
         }
-        path = os.path.join(self.out_dir, "metrics.csv")
-        rows = []
-        if os.path.exists(path):
-            with open(path) as fh:
-                rows = list(csv.DictReader(fh))
-        rows.append(row)
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, METRIC_FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, path)
+        self._write_metrics(self._metrics_rows() + [row])
         return row
 
 
-def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, **train_kwargs):
-    """Train ``model`` (preset, dict or spec file) on a registered task; returns the Trainer."""
-    cfg = TrainConfig(**train_kwargs)
+def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, resume=None,
+          **train_kwargs):
+    """Train ``model`` (preset, dict or spec file) on a registered task; returns the Trainer.
+
+    ``resume=RUN_DIR`` continues that run from its latest checkpoint with its saved
+    spec, task and training config (``train_kwargs`` may raise ``steps``).
+    """
+    if resume:
+        with open(os.path.join(resume, "config.json")) as fh:
+            saved = json.load(fh)
+        with open(os.path.join(resume, "spec.json")) as fh:
+            model = json.load(fh)
+        cfg = TrainConfig(**{**saved["train"], **train_kwargs})
+        task, task_config, out_dir = saved["task"], saved["task_config"], resume
+    else:
+        cfg = TrainConfig(**train_kwargs)
     task_obj = make_task(task, task_config)
     if out_dir is None:
         label = model if isinstance(model, str) else "model"
         out_dir = os.path.join("runs", f"{os.path.basename(label).split('.')[0]}-{task}-{time.strftime('%Y%m%d-%H%M%S')}")
     trainer = Trainer(model, task_obj, cfg, out_dir, task_name=task, task_config=task_config)
+    if resume:
+        trainer.restore_latest()
     trainer.fit(verbose=verbose)
     return trainer

@@ -126,7 +126,8 @@ class MLPScore:
     """TE-style score: MLP([q.k/sqrt(d) per head, x_q - x_k]) -> H logits (unbuilt Keras MLP)."""
 
     def __init__(self):
-        self.mlp = keras.Sequential([keras.layers.Dense(16, activation="gelu"), keras.layers.Dense(H)])
+        self.mlp = keras.Sequential([keras.layers.Dense(16, activation="gelu"),
+                                     keras.layers.Dense(H)])
 
     def __call__(self, q, k, q_pos, k_pos):
         feats = tf.concat([tf.transpose(mha_score(q, k), [0, 2, 3, 1]),
@@ -138,7 +139,8 @@ class MLPScore:
 def test_keras_mlp_score_gradients_match_dense(mode):
     _, x, dout = make_inputs(seed=3)
     score = MLPScore()
-    kw = dict(score_fn=score, key_mask=MASKS["causal_and_key_mask"]["key_mask"], pair_mask_fn=causal)
+    kw = dict(score_fn=score, key_mask=MASKS["causal_and_key_mask"]["key_mask"],
+              pair_mask_fn=causal)
 
     def both():  # tiled first: the MLP is built inside the tiled loops
         tiled = value_and_grads(tiled_attend, [], x, dout, tile_q=TILE, tile_k=TILE, **kw)

@@ -85,7 +85,7 @@ MIRRORED = textwrap.dedent('''
         trainer = training.Trainer(spec, task, cfg, out_dir=sys.argv[3] + name)
         data = trainer.strategy.experimental_distribute_dataset(
             tf.data.Dataset.from_tensors(batch))
-        loss = float(trainer._step(next(iter(data))))
+        loss = float(trainer._step(next(iter(data)))[0])
         weights[name] = [v.numpy() for v in trainer.model.trainable_variables]
         print(name, trainer.strategy.num_replicas_in_sync, loss)
     diff = max(float(np.abs(a - b).max()) for a, b in zip(weights["default"], weights["mirrored"]))

@@ -29,3 +29,12 @@ def test_attention_and_task_usable_by_name(tmp_path):
     loaded = tfm.load_model(tmp_path / "m.keras")
     np.testing.assert_allclose(tfm.loglik(loaded, batch).numpy(), before, rtol=1e-6)
     assert any(p["distribution"] == "taylorformer-example-plugin" for p in loaded.spec["provenance"])
+
+
+def test_author_kit_checks_pass(tmp_path):
+    from taylorformer import testing
+
+    testing.check_attention("cosine")
+    testing.check_task("sine", num_target=10)
+    testing.check_model({"preset": "tnp-d", "encoder": {"attention": "cosine", "layers": 1, "width": 16,
+                                                        "num_heads": 2, "head_dim": 8}}, tmp_path)

@@ -61,10 +61,9 @@ class NeuralProcess(keras.Model):
 
     def prepare(self, batch):
         """Add default masks; validate the batch when running eagerly."""
-        batch = with_masks(batch)
         if tf.executing_eagerly():
             validate_batch(batch, self.dim_x, self.dim_y)
-        return batch
+        return with_masks(batch)
 
     def predict_distribution(self, batch, training=False):
         """``tfp`` distribution over ``yt`` with batch shape ``[B, Nt, Dy]``."""

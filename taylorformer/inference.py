@@ -17,8 +17,8 @@ def loglik(model, batch, training=False):
     over the points with ``mask_t == 1``. For autoregressive models this is the
     teacher-forced chain-rule log-likelihood.
     """
+    dist = model.predict_distribution(batch, training=training)  # validates the batch
     batch = with_masks(batch)
-    dist = model.predict_distribution(batch, training=training)
     logp = tf.reduce_sum(tf.cast(dist.log_prob(tf.cast(batch["yt"], tf.float32)), tf.float64), -1)
     return masked_point_mean(logp, batch["mask_t"])
 
@@ -29,8 +29,8 @@ def predict(model, batch, num_samples=0):
     Models with their own ``sample`` method (autoregressive NPs) draw joint samples
     through it; conditional NPs sample each target independently.
     """
+    dist = model.predict_distribution(batch)  # validates the batch
     batch = with_masks(batch)
-    dist = model.predict_distribution(batch)
     out = {"mean": dist.mean(), "stddev": dist.stddev()}
     if num_samples:
         sampler = getattr(model, "sample", None)

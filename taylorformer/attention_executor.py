@@ -60,13 +60,16 @@ def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_f
 def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None):
     """Reference path: full [B,H,Nq,Nk] logits and a masked softmax (args as ``attend``)."""
     s = tf.cast(score_fn(q, k, q_pos, k_pos), tf.float32)
-    valid = _valid(_key_valid(key_mask, k), pair_mask_fn,
-                   tf.range(tf.shape(q)[2]), tf.range(tf.shape(k)[2]))
-    s = tf.where(valid, s, _NEG)
-    m = tf.stop_gradient(tf.reduce_max(s, -1, keepdims=True))
-    p = tf.where(valid, tf.exp(s - m), 0.0)
-    out = tf.math.divide_no_nan(tf.matmul(p, tf.cast(v, tf.float32)),
-                                tf.reduce_sum(p, -1, keepdims=True))
+    masked = key_mask is not None or pair_mask_fn is not None
+    if masked:
+        valid = _valid(_key_valid(key_mask, k), pair_mask_fn,
+                       tf.range(tf.shape(q)[2]), tf.range(tf.shape(k)[2]))
+        s = tf.where(valid, s, _NEG)  # exp(-1e30 - max) is exactly 0
+    e = tf.exp(s - tf.stop_gradient(tf.reduce_max(s, -1, keepdims=True)))
+    # normalise after the matmul, like the tiled path; the row max contributes 1, so the sum is >= 1
+    out = tf.matmul(e, tf.cast(v, tf.float32)) / tf.reduce_sum(e, -1, keepdims=True)
+    if masked:  # a row with no valid key is uniform over -1e30 logits: zero it
+        out *= tf.cast(tf.reduce_any(valid, -1, keepdims=True), out.dtype)
     return tf.cast(out, v.dtype)
 
 

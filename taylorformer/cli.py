@@ -63,7 +63,8 @@ def _cmd_train(args):
                "seed": args.seed, "jit_compile": args.xla, "dtype_policy": args.dtype_policy,
                "strategy": args.strategy, "val_every": args.val_every,
                "val_batches": args.val_batches, "nan_policy": args.nan_policy,
-               "checkpoint_every": args.checkpoint_every, "steps": args.steps}
+               "checkpoint_every": args.checkpoint_every, "steps": args.steps,
+               "time_budget_s": args.time_budget, "num_permutations": args.num_permutations}
     if args.resume:
         # a resumed run keeps its saved config; only an explicit --steps extends it
         trainer = training.train(resume=args.resume, **({"steps": args.steps} if args.steps else {}))
@@ -91,7 +92,8 @@ def _cmd_evaluate(args):
     result = runs.evaluate_run(args.run_dir, task=args.task,
                                task_config=_json_arg(args.task_config, "--task-config"),
                                num_batches=args.batches, split=args.split,
-                               checkpoint=args.checkpoint, batch_size=args.batch_size)
+                               checkpoint=args.checkpoint, batch_size=args.batch_size,
+                               num_samples=args.samples, consistency=args.consistency)
     print(json.dumps(result, indent=2))
     return 0
 
@@ -131,6 +133,10 @@ def build_parser():
     p.add_argument("--val-every", type=int)
     p.add_argument("--val-batches", type=int)
     p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="stop after this much training wall time (equal-CPU-budget comparisons)")
+    p.add_argument("--num-permutations", type=int,
+                   help="autoregressive models: random target orders per task and step")
     p.add_argument("--nan-policy", choices=["stop", "skip"],
                    help="non-finite loss: stop (default, checkpoints untouched) or skip the step")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its latest checkpoint")
@@ -150,6 +156,10 @@ def build_parser():
             p.add_argument("--batches", type=int, default=None)
             p.add_argument("--split", choices=["val", "test"], default="test")
             p.add_argument("--batch-size", type=int, default=16)
+            p.add_argument("--samples", type=int, default=0,
+                           help="autoregressive models: multi-step sampled forecast metrics")
+            p.add_argument("--consistency", type=int, default=0, metavar="K",
+                           help="autoregressive models: std of the log-lik over K target orders")
         else:
             p.add_argument("--out", help="PNG path (default RUN_DIR/predictions.png)")
             p.add_argument("--num-tasks", type=int, default=4)

@@ -23,16 +23,23 @@ def loglik(model, batch, training=False):
     return masked_point_mean(logp, batch["mask_t"])
 
 
-def predict(model, batch, num_samples=0):
+def predict(model, batch, num_samples=0, seed=None):
     """Predictive ``mean``, ``stddev`` ``[B, Nt, Dy]`` and ``samples`` ``[S, B, Nt, Dy]``.
 
-    Models with their own ``sample`` method (autoregressive NPs) draw joint samples
-    through it; conditional NPs sample each target independently.
+    Conditional NPs: mean/stddev of the factorised predictive; samples drawn per target
+    independently. Autoregressive NPs (``model.causal``): joint samples drawn step by
+    step (``model.sample``), and mean/stddev are Monte Carlo estimates from them
+    (``num_samples`` defaults to 50), since the teacher-forced conditionals would
+    condition on the unknown ``yt``.
     """
+    if getattr(model, "causal", False):
+        samples = model.sample(batch, num_samples or 50, seed=seed)
+        out = {"mean": tf.reduce_mean(samples, 0), "stddev": tf.math.reduce_std(samples, 0)}
+        if num_samples:
+            out["samples"] = samples
+        return out
     dist = model.predict_distribution(batch)  # validates the batch
-    batch = with_masks(batch)
     out = {"mean": dist.mean(), "stddev": dist.stddev()}
     if num_samples:
-        sampler = getattr(model, "sample", None)
-        out["samples"] = sampler(batch, num_samples) if sampler else dist.sample(num_samples)
+        out["samples"] = dist.sample(num_samples, seed=seed)
     return out

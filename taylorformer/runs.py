@@ -27,11 +27,12 @@ def load_run(run_dir, checkpoint="best", task=None, task_config=None):
 
 
 def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="test",
-                 checkpoint="best", batch_size=None):
+                 checkpoint="best", batch_size=None, num_samples=0, consistency=0):
     """Evaluation JSON dict of a run (see :func:`taylorformer.evaluation.evaluate`)."""
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
     batch_size = batch_size or config["train"]["batch_size"]
-    result = evaluate(model, task_obj, split=split, batch_size=batch_size, num_batches=num_batches)
+    result = evaluate(model, task_obj, split=split, batch_size=batch_size, num_batches=num_batches,
+                      num_samples=num_samples, consistency=consistency)
     return {"run_dir": run_dir, "task": task or config["task"], **result}
 
 

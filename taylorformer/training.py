@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from taylorformer import builder, registry
+from taylorformer.autoregressive_np import permute_targets
 from taylorformer.errors import SpecError
 from taylorformer.evaluation import evaluate
 from taylorformer.inference import loglik
@@ -61,8 +62,12 @@ class TrainConfig:
     checkpoint_every: int = 250
     keep_checkpoints: int = 2
     nan_policy: str = "stop"  # "skip": drop a step whose loss or gradient is not finite
+    time_budget_s: float = None  # stop (validate, checkpoint, save) after this wall time
+    num_permutations: int = 0  # autoregressive models: K random target orders per task and step
 
     def __post_init__(self):
+        if not isinstance(self.num_permutations, int) or self.num_permutations < 0:
+            raise SpecError(f"train config 'num_permutations' must be an int >= 0, got {self.num_permutations!r}")
         for name in ("steps", "batch_size", "val_every", "val_batches", "checkpoint_every",
                      "keep_checkpoints"):
             value = getattr(self, name)
@@ -129,6 +134,9 @@ class Trainer:
         self.spec = builder.resolve_spec(spec, **overrides)
         with self.strategy.scope():
             self.model = builder.build_model(self.spec)
+            if cfg.num_permutations and not self.model.causal:
+                raise SpecError("train config 'num_permutations' applies to autoregressive models; "
+                                f"{self.spec['kind']!r} models ignore the target order")
             # clipping happens in the train step, on the all-reduced gradient: Keras'
             # global_clipnorm would clip each replica's partial gradient separately
             optimizer = keras.optimizers.AdamW(learning_rate=_learning_rate(cfg),
@@ -149,6 +157,8 @@ class Trainer:
         replicas = float(strategy.num_replicas_in_sync)
         loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         skip_non_finite = self.cfg.nan_policy == "skip"
+        permutations = self.cfg.num_permutations
+        seed = self.cfg.seed
 
         def apply(grads, variables):
             # the optimizer sums over replicas again: hand each replica its 1/R share
@@ -157,8 +167,11 @@ class Trainer:
 
         @tf.function(jit_compile=self.cfg.jit_compile)
         def replica_step(batch):
+            if permutations:  # one order per task copy, shared by x, y and mask; seeded by step
+                batch = permute_targets(batch, tf.stack([tf.cast(seed, tf.int64), self.step]), permutations)
             with tf.GradientTape() as tape:
-                loss = -tf.cast(tf.reduce_sum(loglik(model, batch, training=True)), tf.float32) / global_batch
+                total = tf.reduce_sum(loglik(model, batch, training=True))
+                loss = -tf.cast(total, tf.float32) / (global_batch * max(permutations, 1))
                 scaled = optimizer.scale_loss(loss) if loss_scaled else loss
             variables = model.trainable_variables
             grads = tape.gradient(scaled, variables)
@@ -290,7 +303,9 @@ class Trainer:
             if math.isfinite(loss):
                 losses.append(loss)
             values = [("loss", loss), ("skipped", int(self.skipped.numpy()))]
-            if step % cfg.val_every == 0 or step == cfg.steps:
+            out_of_time = cfg.time_budget_s is not None and time.time() - start > cfg.time_budget_s
+            last = step >= cfg.steps or out_of_time
+            if step % cfg.val_every == 0 or last:
                 row = self._log(step, losses, start)
                 history.append(row)
                 losses = []
@@ -301,10 +316,10 @@ class Trainer:
                     best = row["val_loglik"]
                     self.check_weights_finite()
                     atomic_save_model(self.model, os.path.join(self.out_dir, "best.keras"))
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            if step % cfg.checkpoint_every == 0 or last:
                 self.save_checkpoint()
             progress.update(step, values=values)
-            if step >= cfg.steps:
+            if last:
                 break
         self.check_weights_finite()
         atomic_save_model(self.model, os.path.join(self.out_dir, "model.keras"))

@@ -193,3 +193,33 @@ def test_ablations_and_errors():
         tfm.build_model("taylorformer", encoder={"streams": ["z"]})
     with pytest.raises(SpecError, match="order"):
         tfm.build_model("taylorformer", **SMALL_TF).sample(make_batch(0), order="backwards")
+
+
+def test_blocked_attention_equals_full_masked_attention():
+    from taylorformer.plugins.taylorformer_blocks import MHAX, TaylorformerEncoder, taylorformer_pair_mask
+
+    rng = np.random.default_rng(0)
+    attn = MHAX(8, num_heads=2, head_dim=4)
+    nc, nt = 3, 4
+    x = tf.constant(rng.normal(size=(2, nc + nt, 5)), tf.float32)
+    y = tf.constant(rng.normal(size=(2, nc + nt, 1)), tf.float32)
+    mask = tf.constant([[1, 0, 1, 1, 1, 0, 1]] * 2, tf.float32)
+    full = attn(x, x, key_mask=mask, pair_mask_fn=taylorformer_pair_mask(nc), values=y)
+    blocked = TaylorformerEncoder._attend(attn, x, x, mask, nc, values=y)
+    np.testing.assert_allclose(blocked, full, atol=1e-6)
+    np.testing.assert_allclose(TaylorformerEncoder._attend(attn, x, x, mask, nc, values=y, targets_only=True),
+                               full[:, nc:], atol=1e-6)
+
+
+def test_empty_context_and_unknown_sizes(taylorformer, tnpa):
+    from taylorformer.batch import batch_signature, with_masks
+
+    for model in (taylorformer, tnpa):
+        relaxed = tf.function(lambda b: tfm.loglik(model, b), input_signature=[batch_signature(1, 1)])
+        for nc in (0, 3):
+            batch = make_batch(11, nc=nc)
+            eager = np.asarray(tfm.loglik(model, batch))
+            assert np.isfinite(eager).all()
+            np.testing.assert_allclose(relaxed({k: tf.constant(v) for k, v in with_masks(batch).items()}),
+                                       eager, rtol=1e-5)
+        assert np.isfinite(np.asarray(model.sample(batch, num_samples=2, seed=0))).all()

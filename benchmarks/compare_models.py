@@ -4,7 +4,8 @@
         --minutes 8 --variants '[{"shift": 0.0}, {"shift": 0.5}, {"shift": 1.0}]' --out runs/shift
 
 Each model trains (same task, seed, batch size and optimiser) until ``--minutes`` of
-training wall time have passed, keeping the best validation checkpoint; then every
+training time have passed (this process's CPU time with ``--cpu-clock``, which other
+load on a shared machine does not inflate), keeping the best validation checkpoint; then every
 variant (task config overrides) is evaluated on its fixed test split. Prints a Markdown
 table (log-likelihood mean +- 1.96 standard errors; the exact GP ceiling where the task
 has one) and writes ``OUT/results.json``.
@@ -20,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", required=True, help="comma-separated presets or spec files")
+    parser.add_argument("--models", required=True, help="comma-separated presets; name@label trains a preset again with --model-specs overrides")
     parser.add_argument("--task", required=True)
     parser.add_argument("--task-config", default="{}", help="JSON task config for training")
     parser.add_argument("--model-overrides", default="{}", help="JSON spec overrides applied to every model")
@@ -31,6 +32,11 @@ def main():
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--eval-batches", type=int, default=16)
     parser.add_argument("--xla", action="store_true")
+    parser.add_argument("--cpu-clock", action="store_true", help="budget in process CPU seconds")
+    parser.add_argument("--samples", type=int, default=0, help="AR models: sampled forecast metrics")
+    parser.add_argument("--consistency", type=int, default=0, help="AR models: order consistency K")
+    parser.add_argument("--model-specs", default="{}",
+                        help="JSON {model: overrides} applied to one model only (e.g. equal sizes)")
     parser.add_argument("--out", default="runs/compare")
     args = parser.parse_args()
 
@@ -38,21 +44,25 @@ def main():
 
     task_config = json.loads(args.task_config)
     overrides = json.loads(args.model_overrides)
+    per_model = json.loads(args.model_specs)
     variants = json.loads(args.variants)
     results = []
     for name in args.models.split(","):
-        out_dir = os.path.join(args.out, os.path.basename(name).split(".")[0])
-        model = {"preset": name, **overrides} if not name.endswith((".json", ".yaml", ".yml")) else name
+        out_dir = os.path.join(args.out, name.replace("@", "-"))
+        preset = name.split("@")[0]  # "name@label" trains the same preset with other overrides
+        model = {"preset": preset, **overrides, **per_model.get(name, {})}
         start = time.time()
         trainer = training.train(model, args.task, task_config, out_dir=out_dir, steps=args.max_steps,
                                  batch_size=args.batch_size, learning_rate=args.lr,
                                  time_budget_s=args.minutes * 60, jit_compile=args.xla,
+                                 budget_clock="cpu" if args.cpu_clock else "wall",
                                  val_every=200, val_batches=4, checkpoint_every=1000, verbose=0)
         row = {"model": name, "steps": int(trainer.step.numpy()), "train_s": round(time.time() - start, 1),
                "params": int(trainer.model.count_params()), "variants": []}
         for variant in variants:
             res = runs.evaluate_run(out_dir, task_config={**task_config, **variant},
-                                    num_batches=args.eval_batches)
+                                    num_batches=args.eval_batches, num_samples=args.samples,
+                                    consistency=args.consistency)
             row["variants"].append({"variant": variant, **{k: res[k] for k in res if k not in ("run_dir",)}})
         results.append(row)
         print(json.dumps(row), flush=True)
@@ -65,11 +75,19 @@ def main():
 def table(results):
     """Markdown table: one row per model, one column per variant."""
     labels = [json.dumps(v["variant"]) if v["variant"] else "default" for v in results[0]["variants"]]
-    lines = ["| model | params | steps | " + " | ".join(labels) + " |",
-             "|---|---|---|" + "---|" * len(labels)]
+    lines = ["| model | params | steps | train s | " + " | ".join(labels) + " |",
+             "|---|---|---|---|" + "---|" * len(labels)]
     for row in results:
-        cells = [f"{v['loglik']['mean']:.3f} ± {1.96 * v['loglik']['stderr']:.3f}" for v in row["variants"]]
-        lines.append(f"| {row['model']} | {row['params']} | {row['steps']} | " + " | ".join(cells) + " |")
+        cells = []
+        for v in row["variants"]:
+            cell = f"{v['loglik']['mean']:.3f} ± {1.96 * v['loglik']['stderr']:.3f} (MSE {v['mse']:.3f})"
+            if "sampled" in v:
+                cell += f"; sampled MSE {v['sampled']['mse']:.3f}, CRPS {v['sampled']['crps']:.3f}"
+            if "consistency" in v:
+                cell += f"; consistency {v['consistency']['mean']:.3f}"
+            cells.append(cell)
+        lines.append(f"| {row['model']} | {row['params']} | {row['steps']} | {row['train_s']} | "
+                     + " | ".join(cells) + " |")
     if "gt_loglik" in results[0]["variants"][0]:
         cells = [f"{v['gt_loglik']['mean']:.3f}" for v in results[0]["variants"]]
         lines.append("| exact GP | | | " + " | ".join(cells) + " |")

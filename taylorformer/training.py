@@ -62,7 +62,8 @@ class TrainConfig:
     checkpoint_every: int = 250
     keep_checkpoints: int = 2
     nan_policy: str = "stop"  # "skip": drop a step whose loss or gradient is not finite
-    time_budget_s: float = None  # stop (validate, checkpoint, save) after this wall time
+    time_budget_s: float = None  # stop (validate, checkpoint, save) after this much time
+    budget_clock: str = "wall"  # "cpu": count this process's CPU seconds (fair under shared load)
     num_permutations: int = 0  # autoregressive models: K random target orders per task and step
 
     def __post_init__(self):
@@ -77,6 +78,8 @@ class TrainConfig:
             raise SpecError(f"train config 'schedule' must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.strategy not in STRATEGIES:
             raise SpecError(f"train config 'strategy' must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.budget_clock not in ("wall", "cpu"):
+            raise SpecError(f"train config 'budget_clock' must be 'wall' or 'cpu', got {self.budget_clock!r}")
         if self.nan_policy not in NAN_POLICIES:
             raise SpecError(f"train config 'nan_policy' must be one of {NAN_POLICIES}, got {self.nan_policy!r}")
         if not (self.learning_rate > 0 and self.clip_norm > 0):
@@ -292,6 +295,8 @@ class Trainer:
             progress.update(done)
         history, losses = [], []
         start = time.time()
+        clock = time.process_time if cfg.budget_clock == "cpu" else time.time
+        budget_start = clock()
         for batch in (self._train_data(done) if done < cfg.steps else []):
             loss, skipped = self._step(batch)
             loss, step = float(loss), int(self.step.numpy())
@@ -303,7 +308,7 @@ class Trainer:
             if math.isfinite(loss):
                 losses.append(loss)
             values = [("loss", loss), ("skipped", int(self.skipped.numpy()))]
-            out_of_time = cfg.time_budget_s is not None and time.time() - start > cfg.time_budget_s
+            out_of_time = cfg.time_budget_s is not None and clock() - budget_start > cfg.time_budget_s
             last = step >= cfg.steps or out_of_time
             if step % cfg.val_every == 0 or last:
                 row = self._log(step, losses, start)

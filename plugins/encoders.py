@@ -73,9 +73,16 @@ class TransformerEncoder(keras.layers.Layer):
             feat_c, feat_t = [batch["xc"]] + feat_c, [xt] + feat_t
         return self.embed(tf.concat(feat_c, -1)), self.embed(tf.concat(feat_t, -1))
 
+    def positions(self, batch):
+        """Locations handed to the attention score: ``[B, Nc, P]``, ``[B, Nt, P]`` (x here)."""
+        return batch["xc"], batch["xt"]
+
     def call(self, batch):
         ctx, tgt = self.tokens(batch)
-        xc, xt, mask_c = batch["xc"], batch["xt"], batch["mask_c"]
+        (xc, xt), mask_c = self.positions(batch), batch["mask_c"]
+        if not self.embed_x:  # x only as positions (differences): centre them so float32
+            ref = masked_mean(xc, mask_c)[:, None, :]  # location updates stay exact far from 0
+            xc, xt = xc - ref, xt - ref
         nc = tf.shape(ctx)[1]
         for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
             keys = norm1(ctx)

@@ -125,6 +125,12 @@ def test_padding_invariance(name, encoder):
     padded["yc"] = np.concatenate([batch["yc"], rng.normal(0, 50, (1, pad, 1))], 1).astype(np.float32)
     padded["mask_c"] = np.concatenate([np.ones((1, 7)), np.zeros((1, pad))], 1).astype(np.float32)
     np.testing.assert_allclose(params(model, padded), params(model, batch), atol=1e-5, rtol=1e-5)
+    # padded targets too: the real targets' predictions do not move
+    nt = batch["xt"].shape[1]
+    padded["xt"] = np.concatenate([batch["xt"], rng.normal(0, 50, (1, 3, 1))], 1).astype(np.float32)
+    padded["yt"] = np.zeros((1, nt + 3, 1), np.float32)
+    padded["mask_t"] = np.concatenate([np.ones((1, nt)), np.zeros((1, 3))], 1).astype(np.float32)
+    np.testing.assert_allclose(params(model, padded)[:, :nt], params(model, batch), atol=1e-5, rtol=1e-5)
 
 
 # ---------------------------------------------------------------------- layer level
@@ -232,3 +238,63 @@ def test_te_tnp_save_load_round_trip(tmp_path):
     from taylorformer.builder import load_model
 
     np.testing.assert_allclose(params(load_model(path), batch), params(model, batch), atol=1e-6)
+
+
+@pytest.mark.parametrize("tile", [None, 4])
+def test_skipping_masked_pairs_changes_nothing(tile):
+    """The pair MLP on real keys only (gather/scatter) = the MLP on all pairs, values and grads."""
+    rng = np.random.default_rng(8)
+    inputs = layer_inputs(rng)
+    kw = dict(num_heads=2, head_dim=4, kernel_width=8, tile_size=tile, location_update=True)
+    skip, full = TEAttention(12, **kw), TEAttention(12, skip_masked_pairs=False, **kw)
+    skip(*inputs[:2], q_pos=inputs[2], k_pos=inputs[3])
+    full(*inputs[:2], q_pos=inputs[2], k_pos=inputs[3])
+    full.set_weights(skip.get_weights())
+    (out_s, grad_s), (out_f, grad_f) = value_and_grads(skip, *inputs), value_and_grads(full, *inputs)
+    for a, b in zip(out_s + grad_s, out_f + grad_f):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("tile", [None, 4])
+def test_skipping_padded_queries_changes_no_real_row(tile):
+    rng = np.random.default_rng(12)
+    zq, zk, xq, xk, mask = layer_inputs(rng)
+    qmask = np.ones((2, 13), np.float32)
+    qmask[0, 9:] = 0.0
+    real = tf.constant(qmask[..., None])
+    kw = dict(num_heads=2, head_dim=4, kernel_width=8, tile_size=tile)
+    skip, full = TEAttention(12, **kw), TEAttention(12, skip_masked_pairs=False, **kw)
+    skip(zq, zk, q_pos=xq, k_pos=xk)
+    full(zq, zk, q_pos=xq, k_pos=xk)
+    full.set_weights(skip.get_weights())
+    results = []
+    for layer, extra in ((skip, {"query_mask": tf.constant(qmask)}), (full, {})):
+        with tf.GradientTape() as tape:
+            tape.watch([zq, zk, xq, xk])
+            out = layer(zq, zk, q_pos=xq, k_pos=xk, key_mask=mask, **extra) * real
+            loss = tf.reduce_sum(out * tf.constant(rng.normal(size=out.shape).astype(np.float32)))
+        results.append([out] + tape.gradient(loss, [zq, zk, xq, xk] + layer.trainable_variables))
+        rng = np.random.default_rng(12)  # the same loss weights for both
+        layer_inputs(rng)
+    for a, b in zip(*results):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=1e-5)
+
+
+def test_model_tiled_matches_dense():
+    rng = np.random.default_rng(10)
+    batch = grid_batch(rng, nc=11, nt=6)
+    batch["mask_c"] = np.ones((2, 11), np.float32)
+    batch["mask_c"][0, 8:] = 0.0
+    dense = small("te-tnp", attention={"dense_pairs": 1 << 40})
+    tiled = small("te-tnp", attention={"tile_size": 4})
+    tiled.set_weights(dense.get_weights())
+    np.testing.assert_allclose(params(tiled, batch), params(dense, batch), atol=2e-5, rtol=2e-5)
+
+
+def test_bfloat16_kernel_is_still_exactly_equivariant():
+    rng = np.random.default_rng(11)
+    model = small("te-tnp", attention={"kernel_dtype": "bfloat16"})
+    batch = grid_batch(rng)
+    base = params(model, batch)
+    out = params(model, moved(batch, lambda x: x + np.float32(1000.0)))
+    np.testing.assert_allclose(out, base, atol=TOL, rtol=TOL)

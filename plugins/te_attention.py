@@ -61,6 +61,8 @@ import tensorflow as tf
 from tensorflow.python.eager import record
 
 from taylorformer import attention_executor
+from taylorformer.attention_executor import (dims, key_validity, loop, num_tiles, pair_validity,
+                                             tensor_array, tile_axis, tile_len, untile_axis)
 from taylorformer.attention import Attention
 from taylorformer.hookspecs import hookimpl
 
@@ -343,20 +345,6 @@ def location_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask=None, pair_ma
                          tile_size, tile_size)
 
 
-def _key_valid(key_mask, k):
-    if key_mask is None:
-        return tf.ones([_dim(k, 0), _dim(k, 2)], tf.bool)
-    return tf.cast(key_mask, tf.bool)
-
-
-def _pair_valid(key_valid, pair_mask_fn, q_index, k_index):
-    """[B, 1, tq|1, tk] bool."""
-    valid = key_valid[:, None, None, :]
-    if pair_mask_fn is not None:
-        valid = tf.logical_and(valid, pair_mask_fn(q_index, k_index)[None, None])
-    return valid
-
-
 def _softmax_weights(s_raw, valid, lse=None):
     """Masked softmax over keys (last axis), float32; ``lse`` [B,H,tq] if already known."""
     s = tf.where(valid, tf.cast(s_raw, tf.float32), _NEG)
@@ -368,9 +356,9 @@ def _softmax_weights(s_raw, valid, lse=None):
 
 
 def _dense_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask, pair_mask_fn):
-    nq, nk = _dim(q, 2), _dim(k, 2)
-    valid = _pair_valid(_key_valid(key_mask, k), pair_mask_fn, tf.range(nq), tf.range(nk))
-    valid = tf.broadcast_to(valid, tf.stack([_dim(q, 0), 1, nq, nk]))
+    nq, nk = dims(q)[2], dims(k)[2]
+    valid = pair_validity(key_validity(key_mask, k), pair_mask_fn, tf.range(nq), tf.range(nk))
+    valid = tf.broadcast_to(valid, tf.stack([dims(q)[0], 1, nq, nk]))
     attn = _softmax_weights(score_fn(q, k, q_pos, k_pos), valid)  # [B,H,Nq,Nk]
     vm = tf.cast(valid[:, 0], tf.float32)  # [B,Nq,Nk]
     g = phi_fn(tf.transpose(attn, [0, 2, 3, 1])) * vm
@@ -380,26 +368,26 @@ def _dense_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask, pair_mask_fn):
 
 
 def _tiled_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask, pair_mask_fn, tile_q, tile_k):
-    nq, nk = _dim(q, 2), _dim(k, 2)
-    tq, tk = _tile_len(tile_q, nq), _tile_len(tile_k, nk)
-    nqt, nkt = _num_tiles(nq, tq), _num_tiles(nk, tk)
-    kv_t = _tile(_key_valid(key_mask, k), 1, tk, nkt)  # [nkt,B,tk]
-    b = _dim(q, 0)
+    nq, nk = dims(q)[2], dims(k)[2]
+    tq, tk = tile_len(tile_q, nq), tile_len(tile_k, nk)
+    nqt, nkt = num_tiles(nq, tq), num_tiles(nk, tk)
+    kv_t = tile_axis(key_validity(key_mask, k), 1, tk, nkt)  # [nkt,B,tk]
+    b = dims(q)[0]
 
     def valid_of(i, j):  # [B,1,tq,tk] bool
-        v = _pair_valid(kv_t[j], pair_mask_fn, i * tq + tf.range(tq), j * tk + tf.range(tk))
+        v = pair_validity(kv_t[j], pair_mask_fn, i * tq + tf.range(tq), j * tk + tf.range(tk))
         return tf.broadcast_to(v, tf.stack([b, 1, tq, tk]))
 
     @tf.custom_gradient
     def run(q, q_pos, k, k_pos):
-        q_t, xq_t = _tile(q, 2, tq, nqt), _tile(q_pos, 1, tq, nqt)
-        k_t, xk_t = _tile(k, 2, tk, nkt), _tile(k_pos, 1, tk, nkt)
+        q_t, xq_t = tile_axis(q, 2, tq, nqt), tile_axis(q_pos, 1, tq, nqt)
+        k_t, xk_t = tile_axis(k, 2, tk, nkt), tile_axis(k_pos, 1, tk, nkt)
 
         def block(i, j):
             return score_fn(q_t[i], k_t[j], xq_t[i], xk_t[j]), valid_of(i, j)
 
         def lse_row(i):
-            rows = tf.stack([b, _dim(q, 1), tq])
+            rows = tf.stack([b, dims(q)[1], tq])
 
             def step(j, m, l):
                 s_raw, valid = block(i, j)
@@ -408,7 +396,7 @@ def _tiled_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask, pair_mask_fn, 
                 p = tf.where(valid, tf.exp(s - m_new[..., None]), 0.0)
                 return m_new, l * tf.exp(m - m_new) + tf.reduce_sum(p, -1)
 
-            m, l = _for(nkt, step, (tf.fill(rows, _NEG), tf.zeros(rows)))
+            m, l = loop(nkt, step, (tf.fill(rows, _NEG), tf.zeros(rows)))
             return tf.where(l > 0, m + tf.math.log(tf.where(l > 0, l, 1.0)), 0.0)
 
         def update_row(i, lse):
@@ -420,7 +408,7 @@ def _tiled_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask, pair_mask_fn, 
                 diff = relative_features(xq_t[i], xk_t[j], "difference")
                 return acc + tf.reduce_sum(diff * g[..., None], 2), cnt + tf.reduce_sum(vm, -1)
 
-            return _for(nkt, step, (tf.zeros(tf.stack([b, tq, _dim(q_pos, 2)])), tf.zeros(tf.stack([b, tq]))))
+            return loop(nkt, step, (tf.zeros(tf.stack([b, tq, dims(q_pos)[2]])), tf.zeros(tf.stack([b, tq]))))
 
         def forward():
             def step(i, lse_ta, out_ta, cnt_ta):
@@ -429,7 +417,7 @@ def _tiled_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask, pair_mask_fn, 
                 return (lse_ta.write(i, lse), out_ta.write(i, acc / tf.maximum(cnt, 1.0)[..., None]),
                         cnt_ta.write(i, cnt))
 
-            tas = _for(nqt, step, (_array(nqt), _array(nqt), _array(nqt)))
+            tas = loop(nqt, step, (tensor_array(nqt), tensor_array(nqt), tensor_array(nqt)))
             return [ta.stack() for ta in tas]
 
         with record.stop_recording():
@@ -437,7 +425,7 @@ def _tiled_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask, pair_mask_fn, 
 
         def grad(d_out, variables=None):
             variables = list(variables or [])
-            w_t = _tile(tf.cast(d_out, tf.float32), 1, tq, nqt) / tf.maximum(cnt_t, 1.0)[..., None]
+            w_t = tile_axis(tf.cast(d_out, tf.float32), 1, tq, nqt) / tf.maximum(cnt_t, 1.0)[..., None]
 
             def phi_vjp(attn, vm, diff, w):
                 """-> g (masked), d attn [B,H,tq,tk], d variables (phi's)."""
@@ -464,13 +452,13 @@ def _tiled_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask, pair_mask_fn, 
                             tf.tensor_scatter_nd_add(dxk, [[j]], dxk_j[None]),
                             [a + c for a, c in zip(dvar, dv)])
 
-                r, gsum, dxk, dvar = _for(nkt, step, (tf.zeros_like(lse_t[i]), tf.zeros_like(cnt_t[i]),
+                r, gsum, dxk, dvar = loop(nkt, step, (tf.zeros_like(lse_t[i]), tf.zeros_like(cnt_t[i]),
                                                       dxk, dvar))
                 return r_ta.write(i, r), dxq_ta.write(i, w_t[i] * gsum[..., None]), dxk, dvar
 
             zeros_var = [tf.zeros(v.shape, tf.float32) for v in variables]
-            r_ta, dxq_ta, dxk_direct, dvar = _for(nqt, pass1_row, (
-                _array(nqt), _array(nqt), tf.zeros_like(xk_t), zeros_var))
+            r_ta, dxq_ta, dxk_direct, dvar = loop(nqt, pass1_row, (
+                tensor_array(nqt), tensor_array(nqt), tf.zeros_like(xk_t), zeros_var))
             r_t = r_ta.stack()
 
             # pass 2: ds = a * (da - r), VJP of the score for q, k, locations, variables
@@ -494,68 +482,23 @@ def _tiled_update(score_fn, phi_fn, q, k, q_pos, k_pos, key_mask, pair_mask_fn, 
                             tf.tensor_scatter_nd_add(dxk, [[j]], g[3][None]),
                             [a + c for a, c in zip(dvar, g[4:])])
 
-                dq, dxq, dk, dxk, dvar = _for(nkt, step, (
+                dq, dxq, dk, dxk, dvar = loop(nkt, step, (
                     tf.zeros(tf.shape(q_t[i])), tf.zeros(tf.shape(xq_t[i])), dk, dxk, dvar))
                 return dq_ta.write(i, dq), dxq_ta.write(i, dxq), dk, dxk, dvar
 
-            dq_ta, dxq_ta2, dk, dxk, dvar = _for(nqt, pass2_row, (
-                _array(nqt), _array(nqt), tf.zeros(tf.shape(k_t)), dxk_direct, dvar))
-            d_in = [_untile(dq_ta.stack(), 2, nq),
-                    _untile(dxq_ta.stack() + dxq_ta2.stack(), 1, nq),
-                    _untile(dk, 2, nk), _untile(dxk, 1, nk)]
+            dq_ta, dxq_ta2, dk, dxk, dvar = loop(nqt, pass2_row, (
+                tensor_array(nqt), tensor_array(nqt), tf.zeros(tf.shape(k_t)), dxk_direct, dvar))
+            d_in = [untile_axis(dq_ta.stack(), 2, nq),
+                    untile_axis(dxq_ta.stack() + dxq_ta2.stack(), 1, nq),
+                    untile_axis(dk, 2, nk), untile_axis(dxk, 1, nk)]
             d_in = [tf.cast(d, x.dtype) for d, x in zip(d_in, (q, q_pos, k, k_pos))]
             if not variables:
                 return d_in
             return d_in, [tf.cast(d, v.dtype) for d, v in zip(dvar, variables)]
 
-        return _untile(out_t, 1, nq), grad
+        return untile_axis(out_t, 1, nq), grad
 
     return run(q, q_pos, k, k_pos)
-
-
-# ---------------------------------------------------------------------- tiling helpers
-def _dim(x, i):
-    return x.shape[i] if x.shape[i] is not None else tf.shape(x)[i]
-
-
-def _shape(x):
-    return [_dim(x, i) for i in range(len(x.shape))]
-
-
-def _tile_len(tile, n):
-    return min(tile, n) if isinstance(n, int) and n > 0 else tile
-
-
-def _num_tiles(n, t):
-    return -(-n // t) if isinstance(n, int) else (n + t - 1) // t
-
-
-def _tile(x, axis, t, nt):
-    """Pad ``axis`` to nt*t and split it into tiles, tile index first: [nt, ..., t, ...]."""
-    shape = _shape(x)
-    pad = [[0, 0]] * len(shape)
-    pad[axis] = [0, nt * t - shape[axis]]
-    x = tf.reshape(tf.pad(x, pad), shape[:axis] + [nt, t] + shape[axis + 1:])
-    return tf.transpose(x, [axis] + list(range(axis)) + list(range(axis + 1, len(shape) + 1)))
-
-
-def _untile(x, axis, n):
-    """Inverse of :func:`_tile` (drops the padding)."""
-    rank = len(x.shape)
-    x = tf.transpose(x, list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank)))
-    shape = _shape(x)
-    x = tf.reshape(x, shape[:axis] + [shape[axis] * shape[axis + 1]] + shape[axis + 2:])
-    return x[(slice(None),) * axis + (slice(0, n),)]
-
-
-def _array(n):
-    return tf.TensorArray(tf.float32, size=n)
-
-
-def _for(n, body, state):
-    """``for i in range(n): state = body(i, *state)`` as a ``tf.while_loop``."""
-    return tf.while_loop(lambda i, *_: i < n, lambda i, *s: (i + 1, *body(i, *s)),
-                         (tf.constant(0), *state))[1:]
 
 
 @hookimpl

@@ -30,7 +30,7 @@ import numpy as np
 
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import SPLIT_SEEDS, Task
+from taylorformer.task import SPLIT_SEEDS, Task, input_box
 
 #: kernel names; ``rbf`` is an alias of ``eq``
 KERNELS = ("eq", "matern12", "matern32", "matern52", "periodic")
@@ -204,20 +204,6 @@ def _count_range(field, spec, low):
     return int(values[0]), int(values[1])
 
 
-def _box(field, spec, dim_x):
-    """``[Dx, 2]`` bounds from ``[lo, hi]`` (every dim) or ``[[lo, hi], ...]`` (per dim)."""
-    try:
-        box = np.asarray(spec, np.float64)
-    except (TypeError, ValueError):
-        box = None
-    if box is not None and box.shape == (2,):
-        box = np.tile(box, (dim_x, 1))
-    if box is None or box.shape != (dim_x, 2) or not np.all(box[:, 0] < box[:, 1]):
-        raise SpecError(f"GP task {field!r} must be [lo, hi] or {dim_x} pairs [[lo, hi], ...] "
-                        f"with lo < hi, got {spec!r}")
-    return box
-
-
 def _box_config(box):
     return box[0].tolist() if np.all(box == box[0]) else box.tolist()
 
@@ -284,9 +270,9 @@ class GPTask(Task):
                 raise SpecError(f"GP task: no Nt fits num_target={list(self.num_target)} and "
                                 f"num_total={list(self.num_total)} when Nc = {nc}")
         self.max_target = self._target_bounds(self.num_context[0])[1]
-        self.context_box = _box("context_range", context_range, dim_x)
-        self.target_box = self.context_box if target_range is None else _box(
-            "target_range", target_range, dim_x)
+        self.context_box = input_box("context_range", context_range, dim_x, owner="GP task")
+        self.target_box = self.context_box if target_range is None else input_box(
+            "target_range", target_range, dim_x, owner="GP task")
         try:
             shift_arr = np.asarray(shift, np.float64)
         except (TypeError, ValueError):

@@ -34,7 +34,7 @@ import numpy as np
 
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import SPLIT_SEEDS, Task
+from taylorformer.task import SPLIT_SEEDS, Task, input_box
 
 
 def sawtooth(x, direction, freq, phase):
@@ -61,19 +61,6 @@ def _pair(field, spec, low, cast=float):
         raise SpecError(f"sawtooth task {field!r} must be a number or [lo, hi] with "
                         f"{low} <= lo <= hi, got {spec!r}")
     return lo, hi
-
-
-def _box(field, spec, dim_x):
-    try:
-        box = np.asarray(spec, np.float64)
-    except (TypeError, ValueError):
-        box = None
-    if box is not None and box.shape == (2,):
-        box = np.tile(box, (dim_x, 1))
-    if box is None or box.shape != (dim_x, 2) or not np.all(box[:, 0] < box[:, 1]):
-        raise SpecError(f"sawtooth task {field!r} must be [lo, hi] or {dim_x} pairs "
-                        f"[[lo, hi], ...] with lo < hi, got {spec!r}")
-    return box
 
 
 def _splits(field, spec):
@@ -114,9 +101,9 @@ class SawtoothTask(Task):
         self.noise = float(noise)
         self.num_context = _pair("num_context", num_context, 0, int)
         self.num_target = _pair("num_target", num_target, 1, int)
-        self.context_box = _box("context_range", context_range, dim_x)
-        self.target_box = self.context_box if target_range is None else _box(
-            "target_range", target_range, dim_x)
+        self.context_box = input_box("context_range", context_range, dim_x, owner="sawtooth task")
+        self.target_box = self.context_box if target_range is None else input_box(
+            "target_range", target_range, dim_x, owner="sawtooth task")
         if restricted and dim_x != 2:
             raise SpecError("sawtooth task 'restricted' needs dim_x = 2")
         self.restricted = bool(restricted)

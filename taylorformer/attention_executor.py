@@ -62,7 +62,7 @@ def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     s = tf.cast(score_fn(q, k, q_pos, k_pos), tf.float32)
     masked = key_mask is not None or pair_mask_fn is not None
     if masked:
-        valid = _valid(_key_valid(key_mask, k), pair_mask_fn,
+        valid = pair_validity(key_validity(key_mask, k), pair_mask_fn,
                        tf.range(tf.shape(q)[2]), tf.range(tf.shape(k)[2]))
         s = tf.where(valid, s, _NEG)  # exp(-1e30 - max) is exactly 0
     e = tf.exp(s - tf.stop_gradient(tf.reduce_max(s, -1, keepdims=True)))
@@ -85,20 +85,20 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     ``score_fn`` per block for q, k, positions and the variables it reads.
     Works eagerly, in ``tf.function`` and under XLA (``jit_compile=True``).
     """
-    nq, nk = _shape(q)[2], _shape(k)[2]
-    tq, tk = _tile_len(tile_q, nq), _tile_len(tile_k, nk)
-    nqt, nkt = _num_tiles(nq, tq), _num_tiles(nk, tk)
-    kv_t = _tile(_key_valid(key_mask, k), 1, tk, nkt)  # [nkt,B,tk], padding is False
+    nq, nk = dims(q)[2], dims(k)[2]
+    tq, tk = tile_len(tile_q, nq), tile_len(tile_k, nk)
+    nqt, nkt = num_tiles(nq, tq), num_tiles(nk, tk)
+    kv_t = tile_axis(key_validity(key_mask, k), 1, tk, nkt)  # [nkt,B,tk], padding is False
     has_qp, has_kp = q_pos is not None, k_pos is not None
     q_side = [q] + ([q_pos] if has_qp else [])  # differentiable score inputs per side
     k_side = [k] + ([k_pos] if has_kp else [])
 
     @tf.custom_gradient
     def run(*xs):
-        qs_t = [_tile(x, a, tq, nqt) for x, a in zip(xs[:len(q_side)], (2, 1))]
-        ks_t = [_tile(x, a, tk, nkt) for x, a in zip(xs[len(q_side):-1], (2, 1))]
-        v_t = _tile(tf.cast(xs[-1], tf.float32), 2, tk, nkt)
-        rows = _shape(q)[:2] + [tq]  # [B,H,tq]
+        qs_t = [tile_axis(x, a, tq, nqt) for x, a in zip(xs[:len(q_side)], (2, 1))]
+        ks_t = [tile_axis(x, a, tk, nkt) for x, a in zip(xs[len(q_side):-1], (2, 1))]
+        v_t = tile_axis(tf.cast(xs[-1], tf.float32), 2, tk, nkt)
+        rows = dims(q)[:2] + [tq]  # [B,H,tq]
 
         def tiles(i, j):  # score inputs of block (i, j): [q_i, (q_pos_i)], [k_j, (k_pos_j)]
             return [x[i] for x in qs_t], [x[j] for x in ks_t]
@@ -107,7 +107,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
             return score_fn(qi[0], kj[0], qi[1] if has_qp else None, kj[1] if has_kp else None)
 
         def masked(s_raw, i, j):  # -> f32 logits with masked entries at _NEG, valid mask
-            valid = _valid(kv_t[j], pair_mask_fn, i * tq + tf.range(tq), j * tk + tf.range(tk))
+            valid = pair_validity(kv_t[j], pair_mask_fn, i * tq + tf.range(tq), j * tk + tf.range(tk))
             return tf.where(valid, tf.cast(s_raw, tf.float32), _NEG), valid
 
         def forward_row(i):  # online softmax of query tile i over all key tiles
@@ -119,8 +119,8 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                 return (m_new, l * alpha + tf.reduce_sum(p, -1),
                         acc * alpha[..., None] + tf.matmul(p, v_t[j]))
 
-            m, l, acc = _for(nkt, step, (tf.fill(rows, _NEG), tf.zeros(rows),
-                                         tf.zeros(rows + [_shape(v)[3]])))
+            m, l, acc = loop(nkt, step, (tf.fill(rows, _NEG), tf.zeros(rows),
+                                         tf.zeros(rows + [dims(v)[3]])))
             lse = tf.where(l > 0, m + tf.math.log(tf.where(l > 0, l, 1.0)), 0.0)
             return tf.math.divide_no_nan(acc, l[..., None]), lse
 
@@ -130,7 +130,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                 return out_ta.write(i, o), lse_ta.write(i, lse)
 
             row_shape = q.shape[:2] + [tq]
-            tas = _for(nqt, step, (_array(nqt, row_shape + v.shape[3:]), _array(nqt, row_shape)))
+            tas = loop(nqt, step, (tensor_array(nqt, row_shape + v.shape[3:]), tensor_array(nqt, row_shape)))
             return [ta.stack() for ta in tas]
 
         with record.stop_recording():
@@ -138,7 +138,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
 
         def grad(dout, variables=None):
             variables = list(variables or [])
-            do_t = _tile(tf.cast(dout, tf.float32), 2, tq, nqt)
+            do_t = tile_axis(tf.cast(dout, tf.float32), 2, tq, nqt)
             delta = tf.reduce_sum(do_t * out_t, -1)  # rowsum(dO * O): [nqt,B,H,tq]
 
             def key_tile(j, dq_acc, dk_tas, dv_ta, dvar):
@@ -160,46 +160,49 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                             [a + b for a, b in zip(dvar, gvar)],
                             [ta.write(i, x) for ta, x in zip(dq_tas, gq)])
 
-                dk, dv, dvar, dq_tas = _for(nqt, query_tile, (
-                    [tf.zeros(_shape(x)[1:]) for x in ks_t], tf.zeros(_shape(v_t)[1:]), dvar,
-                    [_array(nqt, x.shape[1:]) for x in qs_t]))
+                dk, dv, dvar, dq_tas = loop(nqt, query_tile, (
+                    [tf.zeros(dims(x)[1:]) for x in ks_t], tf.zeros(dims(v_t)[1:]), dvar,
+                    [tensor_array(nqt, x.shape[1:]) for x in qs_t]))
                 return ([a + ta.stack() for a, ta in zip(dq_acc, dq_tas)],
                         [ta.write(j, x) for ta, x in zip(dk_tas, dk)],
                         dv_ta.write(j, dv), dvar)
 
-            dq_acc, dk_tas, dv_ta, dvar = _for(nkt, key_tile, (
-                [tf.zeros(_shape(x)) for x in qs_t],
-                [_array(nkt, x.shape[1:]) for x in ks_t], _array(nkt, v_t.shape[1:]),
+            dq_acc, dk_tas, dv_ta, dvar = loop(nkt, key_tile, (
+                [tf.zeros(dims(x)) for x in qs_t],
+                [tensor_array(nkt, x.shape[1:]) for x in ks_t], tensor_array(nkt, v_t.shape[1:]),
                 [tf.zeros(w.shape) for w in variables]))
-            d_in = ([_untile(d, a, nq) for d, a in zip(dq_acc, (2, 1))]
-                    + [_untile(ta.stack(), a, nk) for ta, a in zip(dk_tas, (2, 1))]
-                    + [_untile(dv_ta.stack(), 2, nk)])
+            d_in = ([untile_axis(d, a, nq) for d, a in zip(dq_acc, (2, 1))]
+                    + [untile_axis(ta.stack(), a, nk) for ta, a in zip(dk_tas, (2, 1))]
+                    + [untile_axis(dv_ta.stack(), 2, nk)])
             d_in = [tf.cast(d, x.dtype) for d, x in zip(d_in, xs)]
             if not variables:
                 return d_in
             return d_in, [tf.cast(d, w.dtype) for d, w in zip(dvar, variables)]
 
-        return tf.cast(_untile(out_t, 2, nq), v.dtype), grad
+        return tf.cast(untile_axis(out_t, 2, nq), v.dtype), grad
 
     return run(*q_side, *k_side, v)
 
 
-def _shape(x):
+# ------------------------------------------------------------------- tiling helpers
+# Public so that plugins with their own tiled passes (e.g. the TE location update) reuse
+# them instead of copying.
+def dims(x):
     """Static dims as ints, unknown ones as scalar tensors."""
     return [d if d is not None else tf.shape(x)[i] for i, d in enumerate(x.shape)]
 
 
-def _tile_len(tile, n):
+def tile_len(tile, n):
     return min(tile, n) if isinstance(n, int) and n > 0 else tile
 
 
-def _num_tiles(n, t):
+def num_tiles(n, t):
     return -(-n // t) if isinstance(n, int) else (n + t - 1) // t
 
 
-def _tile(x, axis, t, nt):
+def tile_axis(x, axis, t, nt):
     """Pad ``axis`` to nt*t (zeros / False) and split it into tiles first: [nt, ..., t, ...]."""
-    shape = _shape(x)
+    shape = dims(x)
     pad = [[0, 0]] * len(shape)
     pad[axis] = [0, nt * t - shape[axis]]
     x = tf.pad(x, pad)
@@ -207,20 +210,20 @@ def _tile(x, axis, t, nt):
     return tf.transpose(x, [axis] + list(range(axis)) + list(range(axis + 1, len(shape) + 1)))
 
 
-def _untile(x, axis, n):
-    """Inverse of ``_tile``: [nt, ..., t, ...] -> [..., n, ...] (drops the padding)."""
+def untile_axis(x, axis, n):
+    """Inverse of ``tile_axis``: [nt, ..., t, ...] -> [..., n, ...] (drops the padding)."""
     rank = len(x.shape)
     x = tf.transpose(x, list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank)))
-    shape = _shape(x)
+    shape = dims(x)
     x = tf.reshape(x, shape[:axis] + [shape[axis] * shape[axis + 1]] + shape[axis + 2:])
     return x[(slice(None),) * axis + (slice(0, n),)]
 
 
-def _array(n, element_shape):
+def tensor_array(n, element_shape=None):
     return tf.TensorArray(tf.float32, size=n, element_shape=element_shape)
 
 
-def _for(n, body, state):
+def loop(n, body, state):
     """``for i in range(n): state = body(i, *state)`` as a tf.while_loop; returns state.
 
     parallel_iterations=1: in graph mode TF would otherwise run up to 10 iterations of
@@ -231,14 +234,14 @@ def _for(n, body, state):
                          (tf.constant(0), *state), parallel_iterations=1)[1:]
 
 
-def _key_valid(key_mask, k):
+def key_validity(key_mask, k):
     """[B,Nk] bool (True = real key)."""
     if key_mask is None:
-        return tf.ones(_shape(k)[:1] + _shape(k)[2:3], tf.bool)
+        return tf.ones(dims(k)[:1] + dims(k)[2:3], tf.bool)
     return tf.cast(key_mask, tf.bool)
 
 
-def _valid(key_valid, pair_mask_fn, q_index, k_index):
+def pair_validity(key_valid, pair_mask_fn, q_index, k_index):
     """Allowed (query, key) pairs: [B,1,1|tq,tk] bool from key validity and structure."""
     valid = key_valid[:, None, None, :]
     if pair_mask_fn is not None:

@@ -19,9 +19,29 @@ reading finite data (e.g. CSV series) override :meth:`Task.dataset`.
 """
 import numpy as np
 
+from taylorformer.errors import SpecError
+
 #: fixed seeds of the evaluation splits: the same batches in every run
 SPLIT_SEEDS = {"train": 0, "val": 1_000_003, "test": 2_000_003}
 DEFAULT_EVAL_BATCHES = {"val": 8, "test": 32}
+
+
+def input_box(field, spec, dim_x, owner="task"):
+    """``[Dx, 2]`` bounds from ``[lo, hi]`` (every dim) or ``[[lo, hi], ...]`` (per dim).
+
+    Raises :class:`SpecError` naming ``owner`` and ``field`` when ``spec`` is not a box
+    with ``lo < hi`` in every dimension.
+    """
+    try:
+        box = np.asarray(spec, np.float64)
+    except (TypeError, ValueError):
+        box = None
+    if box is not None and box.shape == (2,):
+        box = np.tile(box, (dim_x, 1))
+    if box is None or box.shape != (dim_x, 2) or not np.all(box[:, 0] < box[:, 1]):
+        raise SpecError(f"{owner} {field!r} must be [lo, hi] or {dim_x} pairs [[lo, hi], ...] "
+                        f"with lo < hi, got {spec!r}")
+    return box
 
 
 class Task:

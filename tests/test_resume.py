@@ -26,6 +26,7 @@ class Crash(RuntimeError):
     pass
 
 
+@pytest.mark.slow
 def test_interrupted_then_resumed_run_matches_uninterrupted(tmp_path, monkeypatch):
     full = training.train(TINY, "gp", TASK, out_dir=str(tmp_path / "full"), steps=40, **COMMON)
 
@@ -55,6 +56,7 @@ def test_interrupted_then_resumed_run_matches_uninterrupted(tmp_path, monkeypatc
     assert sorted(os.listdir(cut / "checkpoints")) == ["latest", "step-00000030", "step-00000040"]
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_and_leaves_checkpoints_untouched(tmp_path):
     out = tmp_path / "run"
     trainer = training.train(TINY, "gp", TASK, out_dir=str(out), steps=10, **COMMON)
@@ -107,6 +109,7 @@ training.train({spec}, "gp", {task}, out_dir=sys.argv[1], steps=100000, batch_si
 """
 
 
+@pytest.mark.slow
 def test_sigkill_at_any_moment_leaves_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "killed"
     script = KILLED.format(spec=repr(TINY), task=repr(TASK))

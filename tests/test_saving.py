@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from taylorformer import registry
 
@@ -42,6 +43,7 @@ LOAD = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_every_preset_round_trips_in_a_fresh_process(tmp_path):
     saved = subprocess.run([sys.executable, "-c", SAVE, str(tmp_path)], capture_output=True, text=True,
                            timeout=600)
@@ -72,6 +74,7 @@ def register_attention(register):
 LOAD_ONE = "import sys, taylorformer as tfm; tfm.load_model(sys.argv[1])"
 
 
+@pytest.mark.slow
 def test_loading_without_the_plugin_names_the_missing_distribution(tmp_path, fake_dist):
     import taylorformer as tfm
 

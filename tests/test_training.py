@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from taylorformer import cli, training
 
@@ -94,6 +95,7 @@ MIRRORED = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_on_two_logical_cpus_matches_one_device(tmp_path):
     result = subprocess.run([sys.executable, "-c", MIRRORED, json.dumps(TINY), json.dumps(TASK),
                              str(tmp_path / "r-")], capture_output=True, text=True, timeout=300)

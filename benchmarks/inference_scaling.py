@@ -1,0 +1,184 @@
+"""Peak memory and wall time of ``bsa-tnp`` inference as Nc and Nt grow, tiled vs dense.
+
+Every configuration runs in a fresh subprocess, so its peak RSS (``resource.getrusage``
+max RSS, a high-water mark that includes TensorFlow, the model and XLA compilation) is
+its own. In that process the model (the ``bsa-tnp`` preset at the paper's size, random
+weights, dim_x = 2) is built, one call compiles (``first_s``), then the best of
+``--repeats`` calls is reported (``wall_s``, and ``cpu_s``: CPU seconds of the whole
+process in that call, all threads). Inputs: batch 1, locations ~ U[-2, 2]^2, y ~ N(0, 1).
+
+Paths: ``tiled`` = the biased attention's tiled path (tiles of 1024 at batch 1: online
+softmax, O(tile^2) memory per head); ``dense`` = one [B, H, Nc + Nt, Nc] logits block per
+layer, run only while Nc * (Nc + Nt) <= ``--dense-max-pairs``.
+
+``--train``: one training step (loss = -mean log-likelihood, gradients, AdamW update) at
+batch 8, Nc = 512, Nt = 1024, tiled path (tiles of 256 at batch 8, recomputation in the
+backward pass).
+
+    .venv/bin/python benchmarks/inference_scaling.py                    # default sizes
+    .venv/bin/python benchmarks/inference_scaling.py --sizes 20000x100000 --paths tiled
+    .venv/bin/python benchmarks/inference_scaling.py --train
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+DEFAULT_SIZES = ["512x1024", "1000x1000", "2000x2000", "5000x5000", "10000x10000"]
+
+
+def rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _setup():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import numpy as np
+    import tensorflow as tf
+
+    from taylorformer.builder import build_model
+
+    return np, tf, build_model
+
+
+def _batch(np, tf, b, nc, nt, seed=0):
+    rng = np.random.default_rng(seed)
+    out = {"xc": rng.uniform(-2, 2, (b, nc, 2)), "yc": rng.normal(size=(b, nc, 1)),
+           "xt": rng.uniform(-2, 2, (b, nt, 2)), "yt": rng.normal(size=(b, nt, 1)),
+           "mask_c": np.ones((b, nc)), "mask_t": np.ones((b, nt))}
+    return {k: tf.constant(v, tf.float32) for k, v in out.items()}
+
+
+def _attention(path, tile):
+    if path == "dense":
+        return {"dense_pairs": 1 << 62}
+    return {"tile_size": tile} if tile else {}
+
+
+def _timed(fn, repeats):
+    best = None
+    for _ in range(repeats):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        sample = (time.perf_counter() - w, time.process_time() - c)
+        best = sample if best is None or sample[0] < best[0] else best
+    return best
+
+
+def child_infer(nc, nt, path, xla, tile, repeats):
+    np, tf, build_model = _setup()
+    model = build_model("bsa-tnp", dim_x=2, encoder={"attention": _attention(path, tile)})
+    batch = _batch(np, tf, 1, nc, nt)
+    base = rss_mib()
+    fn = tf.function(lambda b: model(b), jit_compile=xla)
+    start = time.perf_counter()
+    fn(batch)["loc"].numpy()
+    first = time.perf_counter() - start
+    wall, cpu = _timed(lambda: fn(batch)["loc"].numpy(), repeats)
+    return {"base_mib": base, "peak_mib": rss_mib(), "first_s": first, "wall_s": wall, "cpu_s": cpu}
+
+
+def child_train(xla, repeats, tile=None, batch_size=8, nc=512, nt=1024):
+    np, tf, build_model = _setup()
+    import keras
+
+    from taylorformer.inference import loglik
+
+    model = build_model("bsa-tnp", dim_x=2,
+                        encoder={"attention": _attention("dense" if tile == 0 else "tiled", tile)})
+    opt = keras.optimizers.AdamW(1e-4, weight_decay=1e-4)
+    opt.build(model.trainable_variables)
+    batch = _batch(np, tf, batch_size, nc, nt)
+    base = rss_mib()
+
+    @tf.function(jit_compile=xla)
+    def step(b):
+        with tf.GradientTape() as tape:
+            loss = -tf.reduce_mean(tf.cast(loglik(model, b, training=True), tf.float32))
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads, _ = tf.clip_by_global_norm(grads, 0.5)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    start = time.perf_counter()
+    step(batch).numpy()
+    first = time.perf_counter() - start
+    wall, cpu = _timed(lambda: step(batch).numpy(), repeats)
+    return {"base_mib": base, "peak_mib": rss_mib(), "first_s": first, "wall_s": wall, "cpu_s": cpu}
+
+
+def run_child(args, timeout):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(args)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout:.0f} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"error": f"exit {proc.returncode}: {' | '.join(tail)}"}
+    return json.loads(lines[-1])
+
+
+def ns_per_pair(result, nc, nt, layers=6):
+    return 1e9 * result["wall_s"] / (nc * (nc + nt) * layers)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, help="NcxNt")
+    parser.add_argument("--paths", nargs="+", default=["tiled", "dense"])
+    parser.add_argument("--xla", nargs="+", type=int, default=[1], help="1 = jit_compile")
+    parser.add_argument("--tile", type=int, default=None, help="default: the layer's choice")
+    parser.add_argument("--dense-max-pairs", type=float, default=2.5e7)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--train", action="store_true", help="also the batch-8 training step")
+    parser.add_argument("--train-tile", type=int, default=None, help="default: the layer's choice (256 at batch 8)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        job = json.loads(args.child)
+        kind = job.pop("kind")
+        print(json.dumps(child_infer(**job) if kind == "infer" else child_train(**job)))
+        return
+    print(f"bsa-tnp preset (6 KRBlocks, 4 heads x 32, 5 RBF basis), batch 1; python {sys.version.split()[0]}; "
+          f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print("| Nc | Nt | path | XLA | wall s | CPU s | first call s | peak RSS MiB | base RSS MiB | ns/pair/block (wall) |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    for size in args.sizes:
+        nc, nt = (int(v) for v in size.lower().split("x"))
+        for xla in args.xla:
+            for path in args.paths:
+                if path == "dense" and nc * (nc + nt) > args.dense_max_pairs:
+                    print(f"| {nc} | {nt} | dense | {bool(xla)} | skipped: Nc*(Nc+Nt) = {nc * (nc + nt):.2g} "
+                          f"pairs per layer exceeds --dense-max-pairs | | | | | |", flush=True)
+                    continue
+                repeats = args.repeats if nc * (nc + nt) <= 3e7 else 1
+                r = run_child({"kind": "infer", "nc": nc, "nt": nt, "path": path, "xla": bool(xla),
+                               "tile": args.tile, "repeats": repeats}, args.timeout)
+                if "error" in r:
+                    print(f"| {nc} | {nt} | {path} | {bool(xla)} | {r['error']} | | | | | |", flush=True)
+                    continue
+                print(f"| {nc} | {nt} | {path} | {bool(xla)} | {r['wall_s']:.3f} | {r['cpu_s']:.3f} | "
+                      f"{r['first_s']:.1f} | {r['peak_mib']:.0f} | {r['base_mib']:.0f} | "
+                      f"{ns_per_pair(r, nc, nt):.1f} |", flush=True)
+    if args.train:
+        print("\nTraining step, batch 8, Nc = 512, Nt = 1024 (tiled, AdamW, clip 0.5)")
+        print("| XLA | wall s | CPU s | first call s | peak RSS MiB | base RSS MiB |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for xla in args.xla:
+            r = run_child({"kind": "train", "xla": bool(xla), "repeats": args.repeats,
+                           "tile": args.train_tile}, args.timeout)
+            if "error" in r:
+                print(f"| {bool(xla)} | {r['error']} | | | | |", flush=True)
+                continue
+            print(f"| {bool(xla)} | {r['wall_s']:.3f} | {r['cpu_s']:.3f} | {r['first_s']:.1f} | "
+                  f"{r['peak_mib']:.0f} | {r['base_mib']:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

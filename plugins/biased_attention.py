@@ -1,0 +1,317 @@
+"""Biased attention (BSA-TNP), plugin ``biased`` (kind ``attention``).
+
+Logits of a (query n, key m) pair, per head h::
+
+    logit_h(n, m) = q_n.k_m / sqrt(d) + sum_groups sum_f a[h, f] exp(-b[h, f] dist_w(n, m)^2)
+
+one RBF network per *feature group* ``w`` (Jenson et al. 2025, eq. 4). A group is a
+slice of the position vector handed to the layer (``q_pos``/``k_pos``), for example::
+
+    groups=[{"name": "space", "dims": [0, 1], "basis": 5, "distance": "euclidean"},
+            {"name": "time", "dims": [2], "basis": 3}]
+
+Group keys: ``name`` (unique; also names the weights), ``dims`` (indices into the
+position vector; ``None`` = all of them), ``basis`` F (default 5, or 3 for a group named
+``time``), ``distance``:
+
+``"euclidean"`` (default)
+    ``||p_n - p_m||_2``; invariant to translations (and rotations) of the group's
+    coordinates.
+``"geodesic"``
+    great-circle distance in radians on the unit sphere, invariant to rotations of the
+    sphere (SO(3)). The group's coordinates are ``coords="latlon"`` (2 dims: latitude,
+    longitude in degrees; the default for 2 dims), ``"lonlat"`` (longitude, latitude in
+    degrees) or ``"xyz"`` (3 dims: points in R^3, normalised to the unit sphere; the
+    default for 3 dims). Computed as ``2 asin(|u_n - u_m| / 2)`` from unit vectors, a
+    form that is accurate for nearby points; its square is differentiable at 0.
+
+Parameters: ``a`` and ``b`` are ``[H, F]`` per group and per layer; ``a`` starts at 1;
+``b = exp(log_b)`` stays positive. ``b_init="spread"`` (default) starts the F basis
+functions of a head at ``b_f = 4^(f - (F-1)/2)`` (1/16 ... 16 for F=5, geometric mean
+1); a number starts every ``b`` at that value (``b_init=1.0`` is the paper's literal
+"init 1"). With all basis functions of a head equal, they receive identical gradients
+and stay identical forever (F collapses to 1): spreading them breaks that symmetry.
+
+Execution: the score function runs through the shared executor
+(:mod:`taylorformer.attention_executor`): densely while ``B * Nq * Nk <= dense_pairs``
+(static shapes), otherwise in tiles of about ``TILE_PAIRS`` pairs (1024 x 1024 at batch 1,
+the paper's tile) with an online softmax and recomputation in the backward pass, so
+memory is O(tile^2) per head; ``tile_size=<int>`` forces tiles of that size. Squared
+distances are formed from per-pair differences of float32 positions (not from
+``|p|^2 + |p'|^2 - 2 p.p'``, which cancels catastrophically far from the origin), so a
+shift of all positions changes the logits only through the rounding of the shifted
+inputs themselves. Positions stay float32 under mixed precision.
+"""
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from taylorformer import attention_executor
+from taylorformer.attention import Attention
+from taylorformer.hookspecs import hookimpl
+
+DISTANCES = ("euclidean", "geodesic")
+COORDS = ("latlon", "lonlat", "xyz")
+#: dense (one [B, H, Nq, Nk] block) while B * Nq * Nk is at most this
+DENSE_PAIRS = 1 << 20
+#: tiled: B * tile * tile is about this many pairs per block (1024 x 1024 at B = 1)
+TILE_PAIRS = 1 << 20
+MAX_TILE = 1024
+DEFAULT_GROUPS = ({"name": "space", "dims": None, "basis": 5, "distance": "euclidean"},)
+#: below this squared chord the geodesic uses its series (c + c^2/12 + c^3/90)
+_SERIES_BELOW = 1e-4
+
+
+def normalize_groups(groups):
+    """Validated list of group dicts with every key filled (see the module docstring)."""
+    if groups is None:
+        groups = DEFAULT_GROUPS
+    if isinstance(groups, dict):
+        groups = [groups]
+    if not isinstance(groups, (list, tuple)) or not groups:
+        raise ValueError(f"biased attention: groups must be a non-empty list of dicts, got {groups!r}")
+    out, names = [], set()
+    for i, g in enumerate(groups):
+        if not isinstance(g, dict):
+            raise ValueError(f"biased attention: group {i} must be a dict, got {g!r}")
+        unknown = set(g) - {"name", "dims", "basis", "distance", "coords"}
+        if unknown:
+            raise ValueError(f"biased attention: group {i} has unknown key(s) {sorted(unknown)}; "
+                             "valid: name, dims, basis, distance, coords")
+        name = g.get("name", f"group{i}")
+        if not isinstance(name, str) or not name or name in names:
+            raise ValueError(f"biased attention: group names must be unique non-empty strings, got {name!r}")
+        names.add(name)
+        dims = g.get("dims")
+        if dims is not None:
+            if isinstance(dims, int):
+                dims = [dims]
+            if not (isinstance(dims, (list, tuple)) and dims
+                    and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)):
+                raise ValueError(f"biased attention: group {name!r} dims must be None or a "
+                                 f"non-empty list of ints >= 0, got {dims!r}")
+            dims = [int(d) for d in dims]
+        basis = g.get("basis", 3 if name == "time" else 5)
+        if not (isinstance(basis, int) and not isinstance(basis, bool) and basis >= 1):
+            raise ValueError(f"biased attention: group {name!r} basis must be an int >= 1, got {basis!r}")
+        distance = g.get("distance", "euclidean")
+        if distance not in DISTANCES:
+            raise ValueError(f"biased attention: group {name!r} distance must be one of {DISTANCES}, "
+                             f"got {distance!r}")
+        coords = g.get("coords")
+        if distance == "geodesic":
+            if coords is None and dims is not None:
+                coords = {2: "latlon", 3: "xyz"}.get(len(dims))
+            if coords is not None and coords not in COORDS:
+                raise ValueError(f"biased attention: group {name!r} coords must be one of {COORDS}, "
+                                 f"got {coords!r}")
+            if coords is not None and dims is not None and len(dims) != (3 if coords == "xyz" else 2):
+                raise ValueError(f"biased attention: geodesic group {name!r} with coords={coords!r} "
+                                 f"needs {3 if coords == 'xyz' else 2} dims, got {dims!r}")
+        elif coords is not None:
+            raise ValueError(f"biased attention: group {name!r}: coords is only for distance='geodesic'")
+        out.append({"name": name, "dims": dims, "basis": basis, "distance": distance, "coords": coords})
+    return out
+
+
+def required_position_dim(groups):
+    """Smallest position width the groups need (``None`` if a group takes all dims)."""
+    groups = normalize_groups(groups)
+    if any(g["dims"] is None for g in groups):
+        return None
+    return max(max(g["dims"]) for g in groups) + 1
+
+
+def unit_vectors(p, coords):
+    """float32 ``[..., 3]`` points on the unit sphere from ``latlon``/``lonlat`` degrees or ``xyz``."""
+    p = tf.cast(p, tf.float32)
+    if coords == "xyz":
+        return p * tf.math.rsqrt(tf.maximum(tf.reduce_sum(tf.square(p), -1, keepdims=True), 1e-30))
+    lat, lon = (p[..., 0], p[..., 1]) if coords == "latlon" else (p[..., 1], p[..., 0])
+    lat, lon = lat * (math.pi / 180.0), lon * (math.pi / 180.0)
+    return tf.stack([tf.cos(lat) * tf.cos(lon), tf.cos(lat) * tf.sin(lon), tf.sin(lat)], -1)
+
+
+def chord_to_geodesic_sq(c):
+    """Squared great-circle distance (radians) from a squared chord ``c = |u - v|^2``.
+
+    ``(2 asin(sqrt(c) / 2))^2``, with its Taylor series ``c + c^2/12 + c^3/90`` near 0,
+    so that the value and the gradient are finite at coincident points.
+    """
+    small = c < _SERIES_BELOW
+    safe = tf.where(small, tf.ones_like(c), c)
+    exact = tf.square(2.0 * tf.asin(tf.minimum(tf.sqrt(safe) * 0.5, 1.0)))
+    series = c * (1.0 + c * (1.0 / 12.0 + c * (1.0 / 90.0)))
+    return tf.where(small, series, exact)
+
+
+def pair_sq_dist(pq, pk):
+    """``[B, tq, C]``, ``[B, tk, C]`` -> float32 ``[B, tq, tk]`` squared distances, one
+    per-pair difference per column (C is small: 1-3)."""
+    terms = [tf.square(pq[:, :, c, None] - pk[:, None, :, c]) for c in range(pq.shape[-1])]
+    return terms[0] if len(terms) == 1 else tf.add_n(terms)
+
+
+def _materialize(p):
+    """``p`` through an exact matmul by the identity (x * 1 + 0 = x).
+
+    A layout hint for XLA:CPU: inside the executor's key loop the position tiles are
+    dynamic slices, and a [tq, tk] exp fusion that reads them directly compiles to code
+    about 4x slower (66 vs 16 ns of CPU time per pair at tiles of 1024 on this CPU);
+    reading the product of a dot, XLA materialises the small tile first. Values and
+    gradients are unchanged.
+    """
+    return tf.matmul(p, tf.eye(p.shape[-1], dtype=p.dtype))
+
+
+class BiasedAttention(Attention):
+    """Multi-head attention with per-head RBF-network biases over feature groups (BSA-TNP)."""
+
+    def __init__(self, output_dim, num_heads=4, head_dim=32, tile_size=None, groups=None,
+                 b_init="spread", dense_pairs=DENSE_PAIRS, **kwargs):
+        super().__init__(output_dim, num_heads=num_heads, head_dim=head_dim,
+                         tile_size=tile_size, **kwargs)
+        if tile_size is not None and not (isinstance(tile_size, int) and tile_size > 0):
+            raise ValueError(f"biased attention: tile_size must be None or a positive int, got {tile_size!r}")
+        if not (b_init == "spread" or (isinstance(b_init, (int, float)) and not isinstance(b_init, bool)
+                                       and b_init > 0)):
+            raise ValueError(f"biased attention: b_init must be 'spread' or a positive number, got {b_init!r}")
+        self.groups = normalize_groups(groups)
+        self.b_init = b_init if b_init == "spread" else float(b_init)
+        self.dense_pairs = int(dense_pairs)
+        self.scale = 1.0 / math.sqrt(head_dim)
+
+    # ------------------------------------------------------------------ build
+    def build(self, queries_shape, keys_shape, q_pos_shape=None, k_pos_shape=None):
+        if q_pos_shape is None or q_pos_shape[-1] is None:
+            raise ValueError("biased attention needs query and key positions (q_pos, k_pos) "
+                             "with a static last dimension")
+        self.q_proj.build(queries_shape)
+        self.k_proj.build(keys_shape)
+        self.v_proj.build(keys_shape)
+        self.out_proj.build(tuple(queries_shape[:-1]) + (self.num_heads * self.head_dim,))
+        self.layout(int(q_pos_shape[-1]))  # validates the groups against the positions
+        for g in self.groups:
+            f = g["basis"]
+            if self.b_init == "spread":
+                b0 = 4.0 ** (np.arange(f) - (f - 1) / 2.0)
+            else:
+                b0 = np.full(f, self.b_init)
+            log_b0 = np.tile(np.log(b0)[None], (self.num_heads, 1)).astype("float32")
+            setattr(self, f"a_{g['name']}", self.add_weight(
+                shape=(self.num_heads, f), initializer="ones", name=f"a_{g['name']}"))
+            setattr(self, f"log_b_{g['name']}", self.add_weight(
+                shape=(self.num_heads, f), initializer=keras.initializers.Constant(log_b0),
+                name=f"log_b_{g['name']}"))
+
+    def layout(self, width):
+        """Groups resolved for positions of ``width`` dims: dims, coords and the columns
+        ``(lo, hi)`` of each group in the bias features. ``dims=None`` means every dim of
+        the positions of *this* call (so a layer built on x can later read sc/tc)."""
+        out, col = [], 0
+        for g in self.groups:
+            dims = list(range(width)) if g["dims"] is None else g["dims"]
+            if max(dims) >= width:
+                raise ValueError(f"biased attention: group {g['name']!r} uses position dims {dims} "
+                                 f"but positions have only {width} dims")
+            coords = g["coords"]
+            if g["distance"] == "geodesic":
+                if coords is None:
+                    coords = {2: "latlon", 3: "xyz"}.get(len(dims))
+                if coords is None or len(dims) != (3 if coords == "xyz" else 2):
+                    raise ValueError(f"biased attention: geodesic group {g['name']!r} needs 2 dims "
+                                     f"(lat/lon degrees) or 3 (xyz), got dims {dims}")
+            ncols = 3 if g["distance"] == "geodesic" else len(dims)
+            out.append({**g, "dims": dims, "coords": coords, "cols": (col, col + ncols)})
+            col += ncols
+        return out
+
+    def bias_parameters(self, name):
+        """``(a, b)`` of group ``name``: float32 ``[H, F]`` tensors."""
+        return (tf.cast(getattr(self, f"a_{name}"), tf.float32),
+                tf.exp(tf.cast(getattr(self, f"log_b_{name}"), tf.float32)))
+
+    # ------------------------------------------------------------------ features
+    def features(self, pos):
+        """Positions ``[B, N, P]`` -> float32 bias features ``[B, N, C]``: each group's
+        columns (geodesic groups as unit vectors), in group order."""
+        pos = tf.cast(pos, tf.float32)
+        cols = []
+        for g in self.layout(pos.shape[-1]):
+            dims = g["dims"]
+            p = pos if dims == list(range(pos.shape[-1])) else tf.gather(pos, dims, axis=-1)
+            cols.append(unit_vectors(p, g["coords"]) if g["distance"] == "geodesic" else p)
+        return cols[0] if len(cols) == 1 else tf.concat(cols, -1)
+
+    def sq_dists(self, fq, fk):
+        """Per group, float32 ``[B, tq, tk]`` squared distances from bias features."""
+        out = []
+        for g in self._layout:
+            lo, hi = g["cols"]
+            d2 = pair_sq_dist(fq[..., lo:hi], fk[..., lo:hi])
+            out.append(chord_to_geodesic_sq(d2) if g["distance"] == "geodesic" else d2)
+        return out
+
+    def bias(self, fq, fk):
+        """float32 ``[B, H, tq, tk]``: sum over groups of the per-head RBF networks.
+
+        Each group is one ``exp`` over ``[B, H, F, tq, tk]`` reduced over F (an axis that
+        is not minor): XLA fuses it into one loop, and it avoids chains of adds that
+        TF's graph optimizer rewrites inside the executor's gradient loops.
+        """
+        fq, fk = _materialize(fq), _materialize(fk)
+        terms = []
+        for g, d2 in zip(self._layout, self.sq_dists(fq, fk)):
+            a, b = self.bias_parameters(g["name"])
+            e = tf.exp(-b[None, :, :, None, None] * d2[:, None, None])  # [B,H,F,tq,tk]
+            terms.append(tf.reduce_sum(a[None, :, :, None, None] * e, 2))
+        return terms[0] if len(terms) == 1 else tf.add_n(terms)
+
+    # ------------------------------------------------------------------ score
+    def score(self, q, k, q_pos, k_pos):
+        """Logits ``[B, H, tq, tk]``; ``q_pos``/``k_pos`` are bias features (:meth:`features`)."""
+        dots = tf.matmul(q, k, transpose_b=True) * tf.cast(self.scale, q.dtype)
+        return dots + tf.cast(self.bias(q_pos, k_pos), q.dtype)
+
+    # ------------------------------------------------------------------ call
+    def tiling(self, q, k):
+        """``None`` (dense) or the tile size for queries and keys (``[B, H, N, d]`` tensors)."""
+        if self.tile_size is not None:
+            return self.tile_size
+        b, nq, nk = q.shape[0], q.shape[2], k.shape[2]
+        if None not in (b, nq, nk) and b * nq * nk <= self.dense_pairs:
+            return None
+        tile = 2 ** round(math.log2(math.sqrt(TILE_PAIRS / (b or 8))))
+        return int(min(MAX_TILE, max(32, tile)))
+
+    def attend(self, queries, keys, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None):
+        """Attention output per head, ``[B, H, Nq, head_dim]``."""
+        if q_pos is None or k_pos is None:
+            raise ValueError("biased attention needs query and key positions (q_pos, k_pos)")
+        if q_pos.shape[-1] is None or q_pos.shape[-1] != k_pos.shape[-1]:
+            raise ValueError(f"biased attention: q_pos and k_pos need the same static last dim, "
+                             f"got {q_pos.shape} and {k_pos.shape}")
+        self._layout = self.layout(q_pos.shape[-1])  # read by score() while this call traces
+        fq, fk = self.features(q_pos), self.features(k_pos)
+        q, k, v = (self._heads(self.q_proj(queries)), self._heads(self.k_proj(keys)),
+                   self._heads(self.v_proj(keys)))
+        tile = self.tiling(q, k)
+        if tile is None:
+            return attention_executor.attend(self.score, q, k, v, fq, fk, key_mask, pair_mask_fn,
+                                             tile_size=None, dense_threshold=1 << 62)
+        return attention_executor.attend(self.score, q, k, v, fq, fk, key_mask, pair_mask_fn,
+                                         tile_size=tile)
+
+    def get_config(self):
+        return {**super().get_config(), "groups": [{k: g[k] for k in ("name", "dims", "basis", "distance", "coords")}
+                                                   for g in self.groups],
+                "b_init": self.b_init, "dense_pairs": self.dense_pairs}
+
+
+@hookimpl
+def register_attention(register):
+    register("biased", BiasedAttention, aliases=["biased-attention"],
+             description="Biased attention (BSA-TNP): q.k/sqrt(d) + per-head RBF networks of "
+                         "group distances (euclidean or geodesic).")

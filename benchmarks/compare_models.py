@@ -41,6 +41,7 @@ def main():
     args = parser.parse_args()
 
     from taylorformer import runs, training
+    from taylorformer.builder import deep_merge
 
     task_config = json.loads(args.task_config)
     overrides = json.loads(args.model_overrides)
@@ -50,7 +51,7 @@ def main():
     for name in args.models.split(","):
         out_dir = os.path.join(args.out, name.replace("@", "-"))
         preset = name.split("@")[0]  # "name@label" trains the same preset with other overrides
-        model = {"preset": preset, **overrides, **per_model.get(name, {})}
+        model = deep_merge(deep_merge({"preset": preset}, overrides), per_model.get(name, {}))
         start = time.time()
         trainer = training.train(model, args.task, task_config, out_dir=out_dir, steps=args.max_steps,
                                  batch_size=args.batch_size, learning_rate=args.lr,

@@ -66,8 +66,9 @@ def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                        tf.range(tf.shape(q)[2]), tf.range(tf.shape(k)[2]))
         s = tf.where(valid, s, _NEG)  # exp(-1e30 - max) is exactly 0
     e = tf.exp(s - tf.stop_gradient(tf.reduce_max(s, -1, keepdims=True)))
-    # normalise after the matmul, like the tiled path; the row max contributes 1, so the sum is >= 1
-    out = tf.matmul(e, tf.cast(v, tf.float32)) / tf.reduce_sum(e, -1, keepdims=True)
+    # normalise after the matmul, like the tiled path; the row max contributes 1, so the sum
+    # is >= 1 unless there are no keys at all (Nk = 0: empty context -> 0)
+    out = tf.math.divide_no_nan(tf.matmul(e, tf.cast(v, tf.float32)), tf.reduce_sum(e, -1, keepdims=True))
     if masked:  # a row with no valid key is uniform over -1e30 logits: zero it
         out *= tf.cast(tf.reduce_any(valid, -1, keepdims=True), out.dtype)
     return tf.cast(out, v.dtype)

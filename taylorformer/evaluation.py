@@ -36,12 +36,15 @@ def sample_metrics(samples, yt, mask_t):
     """MSE of the sample mean, CRPS and 95% coverage from ``samples [S, B, Nt, Dy]``.
 
     CRPS uses the ensemble estimator E|X - y| - E|X - X'| / 2 (per point, averaged over
-    dims). Returns per-real-point arrays (NumPy).
+    dims), with E|X - X'| = 2/S^2 sum_i (2i - S - 1) x_(i) over the sorted samples
+    (O(S log S) instead of all S^2 pairs). Returns per-real-point arrays (NumPy).
     """
     samples, yt = np.asarray(samples, np.float64), np.asarray(yt, np.float64)
     mask = np.asarray(mask_t).astype(bool)
     sq_err = ((samples.mean(0) - yt) ** 2).mean(-1)
-    spread = np.abs(samples[:, None] - samples[None]).mean((0, 1))
+    s = samples.shape[0]
+    weights = (2 * np.arange(1, s + 1) - s - 1).reshape((s,) + (1,) * (samples.ndim - 1))
+    spread = 2.0 / s**2 * (weights * np.sort(samples, axis=0)).sum(0)
     crps = (np.abs(samples - yt[None]).mean(0) - 0.5 * spread).mean(-1)
     lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
     inside = ((yt >= lo) & (yt <= hi)).all(-1)

@@ -17,6 +17,10 @@ def test_sample_metrics_against_closed_forms():
     yt = rng.normal(size=(2, 3, 1))
     samples = yt[None] + rng.normal(size=(4000, 2, 3, 1))  # N(y, 1) predictive around the truth
     m = sample_metrics(samples, yt, np.ones((2, 3)))
+    few = samples[:50, :1, :1]  # the sorted-sample spread equals the mean over all S^2 pairs
+    pairs = np.abs(few[:, None] - few[None]).mean((0, 1))
+    np.testing.assert_allclose(sample_metrics(few, yt[:1, :1], np.ones((1, 1)))["crps"],
+                               (np.abs(few - yt[None, :1, :1]).mean(0) - 0.5 * pairs).ravel())
     # CRPS of N(mu, 1) at y = mu is (sqrt(2) - 1) / sqrt(pi) ~ 0.2337
     np.testing.assert_allclose(m["crps"].mean(), (np.sqrt(2) - 1) / np.sqrt(np.pi), atol=0.01)
     assert m["inside95"].all() and m["sq_err"].max() < 0.01

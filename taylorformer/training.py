@@ -307,7 +307,9 @@ class Trainer:
                     f"--resume). Lower the learning rate, check the data, or use nan_policy='skip'.")
             if math.isfinite(loss):
                 losses.append(loss)
-            values = [("loss", loss), ("skipped", int(self.skipped.numpy()))]
+            values = [("loss", loss)]
+            if cfg.nan_policy == "skip":
+                values.append(("skipped", int(self.skipped.numpy())))
             out_of_time = cfg.time_budget_s is not None and clock() - budget_start > cfg.time_budget_s
             last = step >= cfg.steps or out_of_time
             if step % cfg.val_every == 0 or last:

@@ -185,14 +185,9 @@ class BiasedAttention(Attention):
 
     # ------------------------------------------------------------------ build
     def build(self, queries_shape, keys_shape, q_pos_shape=None, k_pos_shape=None):
-        if q_pos_shape is None or q_pos_shape[-1] is None:
-            raise ValueError("biased attention needs query and key positions (q_pos, k_pos) "
-                             "with a static last dimension")
-        self.q_proj.build(queries_shape)
-        self.k_proj.build(keys_shape)
-        self.v_proj.build(keys_shape)
-        self.out_proj.build(tuple(queries_shape[:-1]) + (self.num_heads * self.head_dim,))
-        self.layout(int(q_pos_shape[-1]))  # validates the groups against the positions
+        position_dim = self.position_dim(q_pos_shape)
+        super().build(queries_shape, keys_shape)
+        self.layout(position_dim)  # validates the groups against the positions
         for g in self.groups:
             f = g["basis"]
             if self.b_init == "spread":

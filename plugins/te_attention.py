@@ -171,14 +171,9 @@ class TEAttention(Attention):
 
     # ------------------------------------------------------------------ build
     def build(self, queries_shape, keys_shape, q_pos_shape=None, k_pos_shape=None):
-        if q_pos_shape is None or q_pos_shape[-1] is None:
-            raise ValueError("te attention needs query and key locations (q_pos, k_pos) "
-                             "with a static last dimension")
-        self.q_proj.build(queries_shape)
-        self.k_proj.build(keys_shape)
-        self.v_proj.build(keys_shape)
-        self.out_proj.build(tuple(queries_shape[:-1]) + (self.num_heads * self.head_dim,))
-        num_rel = int(q_pos_shape[-1]) if self.distance == "difference" else 1
+        position_dim = self.position_dim(q_pos_shape)
+        super().build(queries_shape, keys_shape)
+        num_rel = position_dim if self.distance == "difference" else 1
         self.num_rel = num_rel
         if self.form == "post":
             self.kernel.build((self.num_heads + num_rel,))

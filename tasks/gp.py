@@ -304,6 +304,14 @@ class GPTask(Task):
                 params[field] = _draw(priors[kind], rng)
         return kind, params
 
+    def locations(self, rng, nc, nt, split):
+        """float32 ``xc [nc, Dx]``, ``xt [nt, Dx]`` of one task (uniform in the boxes, shifted
+        on the shifted splits). The GP is evaluated on exactly these float32 values."""
+        shift = self.shift if split in self.shift_splits else 0.0
+        xc = rng.uniform(self.context_box[:, 0], self.context_box[:, 1], (nc, self.dim_x)) + shift
+        xt = rng.uniform(self.target_box[:, 0], self.target_box[:, 1], (nt, self.dim_x)) + shift
+        return xc.astype(np.float32), xt.astype(np.float32)
+
     def sample(self, rng, batch_size, split):
         """Batch dict: ``xc [B, maxNc, Dx]``, ``yc``, ``xt [B, maxNt, Dx]``, ``yt``, masks,
         ``gt_loglik [B]``, ``gt_loglik_joint [B]`` (float32)."""
@@ -316,16 +324,12 @@ class GPTask(Task):
                "mask_t": np.zeros((b, self.max_target), np.float32),
                "gt_loglik": np.zeros((b,), np.float32),
                "gt_loglik_joint": np.zeros((b,), np.float32)}
-        shift = self.shift if split in self.shift_splits else 0.0
         for i in range(b):
             kind, params = self.sample_hyperparameters(rng)
             nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))
             t_lo, t_hi = self._target_bounds(nc)
             nt = int(rng.integers(t_lo, t_hi + 1))
-            xc = rng.uniform(self.context_box[:, 0], self.context_box[:, 1], (nc, dx)) + shift
-            xt = rng.uniform(self.target_box[:, 0], self.target_box[:, 1], (nt, dx)) + shift
-            # evaluate on exactly the float32 values the model sees
-            xc, xt = xc.astype(np.float32), xt.astype(np.float32)
+            xc, xt = self.locations(rng, nc, nt, split)
             yc, yt, marginal, joint = sample_gp(rng, xc, xt, kind, **params, noise=self.noise,
                                                 noise_on=self.noise_on)
             out["xc"][i, :nc], out["yc"][i, :nc, 0], out["mask_c"][i, :nc] = xc, yc, 1.0

@@ -116,8 +116,8 @@ class GP2DTask(GPTask):
                          num_target=[factor * n for n in self._base["num_target"]],
                          context_range=box, target_range=target_box)
 
-    def locations(self, rng, nc, nt):
-        """float32 ``xc [nc, 2]``, ``xt [nt, 2]`` of one task."""
+    def locations(self, rng, nc, nt, split):
+        """float32 ``xc [nc, 2]``, ``xt [nt, 2]`` of one task (the domain, not the split, decides)."""
         if self.domain == "multires":
             n_inner = nc // 2
             inner = rng.uniform(*MULTIRES_INNER, (n_inner, 2))
@@ -127,21 +127,6 @@ class GP2DTask(GPTask):
             xc = rng.uniform(self.context_box[:, 0], self.context_box[:, 1], (nc, 2))
         xt = rng.uniform(self.target_box[:, 0], self.target_box[:, 1], (nt, 2))
         return xc.astype(np.float32), xt.astype(np.float32)
-
-    def sample(self, rng, batch_size, split):
-        out = _empty(batch_size, self.max_context, self.max_target, 2, 1,
-                     ("gt_loglik", "gt_loglik_joint"))
-        for i in range(batch_size):
-            kind, params = self.sample_hyperparameters(rng)
-            nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))
-            nt = int(rng.integers(self.num_target[0], self.num_target[1] + 1))
-            xc, xt = self.locations(rng, nc, nt)
-            yc, yt, marginal, joint = sample_gp(rng, xc, xt, kind, **params, noise=self.noise,
-                                                noise_on=self.noise_on)
-            out["xc"][i, :nc], out["yc"][i, :nc, 0], out["mask_c"][i, :nc] = xc, yc, 1.0
-            out["xt"][i, :nt], out["yt"][i, :nt, 0], out["mask_t"][i, :nt] = xt, yt, 1.0
-            out["gt_loglik"][i], out["gt_loglik_joint"][i] = marginal, joint
-        return out
 
     def get_config(self):
         return {"domain": self.domain, "multires_targets": self.multires_targets, **self._base}

@@ -35,12 +35,19 @@ class Attention(keras.layers.Layer):
         self.v_proj = keras.layers.Dense(inner, use_bias=False, name="v")
         self.out_proj = keras.layers.Dense(output_dim, name="out")
 
-    def build(self, queries_shape, keys_shape=None):
+    def build(self, queries_shape, keys_shape=None, q_pos_shape=None, k_pos_shape=None):
         keys_shape = keys_shape or queries_shape
         self.q_proj.build(queries_shape)
         self.k_proj.build(keys_shape)
         self.v_proj.build(keys_shape)
-        self.out_proj.build((None, None, self.num_heads * self.head_dim))
+        self.out_proj.build(tuple(queries_shape[:-1]) + (self.num_heads * self.head_dim,))
+
+    def position_dim(self, q_pos_shape):
+        """Static location dim ``P`` of ``q_pos [B, Nq, P]``; an error if positions are missing."""
+        if q_pos_shape is None or q_pos_shape[-1] is None:
+            raise ValueError(f"{type(self).__name__} needs query and key positions (q_pos, k_pos) "
+                             "with a static last dimension")
+        return int(q_pos_shape[-1])
 
     def score(self, q, k, q_pos, k_pos):
         """Logits ``[B, H, tq, tk]`` of query tile ``q [B, H, tq, d]`` vs key tile ``k``."""

@@ -176,7 +176,7 @@ def test_consistency_metric(taylorformer):
     stds = np.asarray(consistency(taylorformer, batch, k=4, seed=0))
     assert stds.shape == (3,) and np.all(stds > 0) and np.isfinite(stds).all()
     cnp = tfm.build_model("tnp-d", **SMALL_TNPD)  # factorised: target-equivariant, std ~ 0
-    assert np.asarray(consistency(cnp, batch, k=3)).max() < 1e-5
+    assert np.asarray(consistency(cnp, batch, k=3)).max() < 1e-4  # float32 row-order noise only
     summary = summarize_consistency(stds)
     assert summary["lower"] <= summary["mean"] <= summary["upper"] and summary["num_tasks"] == 3
 

@@ -25,7 +25,6 @@ from taylorformer.errors import BatchError
 
 REQUIRED = ("xc", "yc", "xt", "yt")
 PAIRS = (("xc", "yc", "mask_c"), ("xt", "yt", "mask_t"))
-GROUPS = (("sc", "st"), ("tc", "tt"))
 
 
 def with_masks(batch):
@@ -100,10 +99,9 @@ def pad_tasks(tasks):
     if not tasks:
         raise BatchError("pad_tasks needs at least one task")
     out = {}
-    for x_key, y_key, m_key in PAIRS:
+    for (x_key, y_key, m_key), groups in zip(PAIRS, (("sc", "tc"), ("st", "tt"))):
         n_max = max(np.asarray(t[x_key]).shape[0] for t in tasks)
-        keys = [x_key, y_key] + [g for pair in GROUPS for g in pair if g[1] == x_key[1] and g in tasks[0]]
-        for key in keys:
+        for key in [x_key, y_key] + [g for g in groups if g in tasks[0]]:
             dim = np.asarray(tasks[0][key]).shape[-1]
             arr = np.zeros((len(tasks), n_max, dim), np.float32)
             for i, t in enumerate(tasks):

@@ -142,3 +142,12 @@ def test_mixed_bfloat16_policy_keeps_float32_likelihood():
         assert model.encoder.attn[0].compute_dtype == "bfloat16"
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+def test_pad_tasks_pads_feature_groups_with_their_set():
+    tasks = [{"xc": np.ones((n, 1)), "yc": np.ones((n, 1)), "sc": np.full((n, 2), 3.0),
+              "xt": np.ones((4, 1)), "yt": np.ones((4, 1)), "st": np.full((4, 2), 5.0)} for n in (2, 3)]
+    batch = pad_tasks(tasks)
+    assert batch["sc"].shape == (2, 3, 2) and batch["st"].shape == (2, 4, 2)
+    np.testing.assert_array_equal(batch["sc"][0, :, 0], [3.0, 3.0, 0.0])
+    np.testing.assert_array_equal(batch["mask_c"], [[1, 1, 0], [1, 1, 1]])

@@ -43,7 +43,6 @@ embeddings that is the same function class as this MLP on the concatenation.
 Positions are not centred: the bias uses per-pair differences (exact for nearby float32
 values) or geodesic distances, which centring in lat/lon would corrupt.
 """
-import keras
 import tensorflow as tf
 
 from taylorformer.hookspecs import hookimpl
@@ -54,25 +53,6 @@ POSITION_MODES = ("auto", "x", "groups")
 SPACE_TIME = (("sc", "st"), ("tc", "tt"))
 
 
-class WidthsMLP(keras.layers.Layer):
-    """ReLU MLP with hidden widths ``widths`` and a linear output of ``output_dim``."""
-
-    def __init__(self, output_dim, widths=(256, 128), **kwargs):
-        super().__init__(**kwargs)
-        self.output_dim, self.widths = output_dim, list(widths)
-        self.hidden = [keras.layers.Dense(w, activation="relu", name=f"hidden_{i}")
-                       for i, w in enumerate(self.widths)]
-        self.out = keras.layers.Dense(output_dim, name="out")
-
-    def call(self, x):
-        for layer in self.hidden:
-            x = layer(x)
-        return self.out(x)
-
-    def get_config(self):
-        return {**super().get_config(), "output_dim": self.output_dim, "widths": self.widths}
-
-
 class KRBlockEncoder(TransformerEncoder):
     """BSA-TNP encoder: embedding MLP, a stack of KRBlocks with biased attention."""
 
@@ -81,23 +61,18 @@ class KRBlockEncoder(TransformerEncoder):
                  position_dim=None, embed_positions=False, **kwargs):
         super().__init__(dim_x, dim_y, attention=attention, layers=layers, width=width,
                          num_heads=num_heads, head_dim=head_dim, ffn_width=ffn_width,
-                         embed_x=False, **kwargs)
+                         embed_x=False, embed_widths=embed_widths, **kwargs)
         if positions not in POSITION_MODES:
             raise ValueError(f"kr-block encoder: positions must be one of {POSITION_MODES}, got {positions!r}")
         if position_dim is not None and not (isinstance(position_dim, int) and position_dim >= 1):
             raise ValueError(f"kr-block encoder: position_dim must be None or an int >= 1, got {position_dim!r}")
         self.positions_mode, self.embed_positions = positions, bool(embed_positions)
-        self.embed_widths = [int(w) for w in embed_widths]
         if position_dim is None and self.attention_spec.get("name") in ("biased", "biased-attention"):
             position_dim = required_position_dim(self.attention_spec.get("groups"))
         self.position_dim = position_dim
         if positions == "groups" and position_dim is None:
             raise ValueError("kr-block encoder: positions='groups' needs position_dim (or bias "
                              "groups with explicit dims) to build without the groups in the batch")
-        # the paper's embedding MLP replaces the parent's (untracked so that it leaves no
-        # unbuilt layer behind)
-        self._tracker.untrack(self.embed)
-        self.embed = WidthsMLP(width, self.embed_widths, name="embed")
 
     # ------------------------------------------------------------------ feature groups
     @staticmethod

@@ -46,14 +46,16 @@ class TransformerEncoder(keras.layers.Layer):
     """
 
     def __init__(self, dim_x, dim_y, attention="mha-xy", layers=5, width=128, num_heads=8,
-                 head_dim=16, ffn_width=None, embed_x=True, **kwargs):
+                 head_dim=16, ffn_width=None, embed_x=True, embed_widths=None, **kwargs):
         super().__init__(**kwargs)
         self.dim_x, self.dim_y, self.num_layers, self.width = dim_x, dim_y, layers, width
         self.num_heads, self.head_dim, self.embed_x = num_heads, head_dim, embed_x
         self.ffn_width = ffn_width or width
         self.attention_spec = components.normalize(attention, "encoder.attention")
         self.output_dim = width
-        self.embed = MLP(width, width, 2, name="embed")
+        # token embedding: hidden widths embed_widths (default two layers of `width`)
+        self.embed_widths = list(embed_widths) if embed_widths else [width, width]
+        self.embed = MLP(width, self.embed_widths, name="embed")
         attn = {"num_heads": num_heads, "head_dim": head_dim, **self.attention_spec}
         self.attn = [components.build("attention", attn, "encoder.attention", output_dim=width)
                      for _ in range(layers)]
@@ -99,7 +101,7 @@ class TransformerEncoder(keras.layers.Layer):
         return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,
                 "attention": self.attention_spec, "layers": self.num_layers, "width": self.width,
                 "num_heads": self.num_heads, "head_dim": self.head_dim,
-                "ffn_width": self.ffn_width, "embed_x": self.embed_x}
+                "ffn_width": self.ffn_width, "embed_x": self.embed_x, "embed_widths": self.embed_widths}
 
 
 @hookimpl

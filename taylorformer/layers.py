@@ -4,15 +4,20 @@ import tensorflow as tf
 
 
 class MLP(keras.layers.Layer):
-    """Dense stack ``[..., d_in] -> [..., output_dim]`` with ``hidden_layers`` ReLU layers."""
+    """Dense stack ``[..., d_in] -> [..., output_dim]`` with ReLU hidden layers.
+
+    ``width`` is one hidden width used ``hidden_layers`` times, or a list of widths (one
+    hidden layer each, ``hidden_layers`` then ignored).
+    """
 
     def __init__(self, output_dim, width=128, hidden_layers=2, activation="relu",
                  output_dtype=None, **kwargs):
         super().__init__(**kwargs)
         self.output_dim, self.width, self.hidden_layers, self.activation = (
             output_dim, width, hidden_layers, activation)
-        self.hidden = [keras.layers.Dense(width, activation=activation, name=f"hidden_{i}")
-                       for i in range(hidden_layers)]
+        widths = list(width) if isinstance(width, (list, tuple)) else [width] * hidden_layers
+        self.hidden = [keras.layers.Dense(w, activation=activation, name=f"hidden_{i}")
+                       for i, w in enumerate(widths)]
         # output_dtype="float32" keeps a likelihood head exact under mixed precision
         self.out = keras.layers.Dense(output_dim, name="out", dtype=output_dtype)
         self.output_dtype = output_dtype

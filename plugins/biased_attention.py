@@ -273,13 +273,8 @@ class BiasedAttention(Attention):
     # ------------------------------------------------------------------ call
     def tiling(self, q, k):
         """``None`` (dense) or the tile size for queries and keys (``[B, H, N, d]`` tensors)."""
-        if self.tile_size is not None:
-            return self.tile_size
-        b, nq, nk = q.shape[0], q.shape[2], k.shape[2]
-        if None not in (b, nq, nk) and b * nq * nk <= self.dense_pairs:
-            return None
-        tile = 2 ** round(math.log2(math.sqrt(TILE_PAIRS / (b or 8))))
-        return int(min(MAX_TILE, max(32, tile)))
+        return attention_executor.choose_tile(q, k, self.tile_size, self.dense_pairs, TILE_PAIRS,
+                                              min_tile=32, max_tile=MAX_TILE)
 
     def attend(self, queries, keys, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None):
         """Attention output per head, ``[B, H, Nq, head_dim]``."""

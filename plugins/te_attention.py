@@ -259,15 +259,9 @@ class TEAttention(Attention):
 
     # ------------------------------------------------------------------ call
     def tiling(self, q, k):
-        """``None`` (dense) or the tile size used for queries ``q`` and keys ``k`` ([B,H,N,d])."""
-        if self.tile_size is not None:
-            return self.tile_size
-        b, nq, nk = q.shape[0], q.shape[2], k.shape[2]
-        if None not in (b, nq, nk) and b * nq * nk <= self.dense_pairs:
-            return None
-        b = b or 8
-        tile = 2 ** round(math.log2(math.sqrt(TILE_PAIRS / b)))
-        return int(min(512, max(16, tile)))
+        """``None`` (dense) or the tile size for queries and keys (``[B, H, N, d]`` tensors)."""
+        return attention_executor.choose_tile(q, k, self.tile_size, self.dense_pairs, TILE_PAIRS,
+                                              min_tile=16, max_tile=512)
 
     def call(self, queries, keys, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
              query_mask=None):

@@ -23,14 +23,13 @@ of marginals, the ceiling of conditional NPs) and ``gt_loglik_joint`` (joint den
 the ceiling of autoregressive NPs).
 """
 import functools
-import inspect
 import math
 
 import numpy as np
 
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import SPLIT_SEEDS, Task, input_box
+from taylorformer.task import SPLIT_SEEDS, Task, check_config, input_box
 
 #: kernel names; ``rbf`` is an alias of ``eq``
 KERNELS = ("eq", "matern12", "matern32", "matern52", "periodic")
@@ -239,12 +238,7 @@ class GPTask(Task):
                  noise=0.05, noise_on="both", num_context=(3, 32), num_target=32,
                  num_total=None, context_range=(-2.0, 2.0), target_range=None, shift=0.0,
                  shift_splits=("test",), **unknown):
-        if unknown:
-            valid = [p for p in inspect.signature(GPTask).parameters if p != "unknown"]
-            raise SpecError(f"unknown GP task config key(s) {sorted(unknown)}; valid keys: "
-                            f"{', '.join(sorted(valid))}")
-        if not (isinstance(dim_x, int) and not isinstance(dim_x, bool) and dim_x >= 1):
-            raise SpecError(f"GP task 'dim_x' must be an int >= 1, got {dim_x!r}")
+        check_config(GPTask, unknown, dim_x, owner="GP task")
         self.dim_x = dim_x
         names = [kernel] if isinstance(kernel, str) else list(kernel)
         if not names:

@@ -27,14 +27,13 @@ Registered names: ``sawtooth`` (1-D), ``sawtooth-2d`` (full 2-D),
 Batches are padded to the largest Nc/Nt with ``mask_c``/``mask_t``; padded entries are 0.
 """
 import functools
-import inspect
 import math
 
 import numpy as np
 
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import SPLIT_SEEDS, Task, input_box
+from taylorformer.task import SPLIT_SEEDS, Task, check_config, input_box
 
 
 def sawtooth(x, direction, freq, phase):
@@ -88,12 +87,7 @@ class SawtoothTask(Task):
                  num_target=128, context_range=(-2.0, 2.0), target_range=None,
                  restricted=False, rotation=None, rotation_splits=("test",), shift=0.0,
                  shift_splits=("test",), **unknown):
-        if unknown:
-            valid = [p for p in inspect.signature(SawtoothTask).parameters if p != "unknown"]
-            raise SpecError(f"unknown sawtooth task config key(s) {sorted(unknown)}; valid keys: "
-                            f"{', '.join(sorted(valid))}")
-        if not (isinstance(dim_x, int) and not isinstance(dim_x, bool) and dim_x >= 1):
-            raise SpecError(f"sawtooth task 'dim_x' must be an int >= 1, got {dim_x!r}")
+        check_config(SawtoothTask, unknown, dim_x, owner="sawtooth task")
         self.dim_x = dim_x
         self.freq = _pair("freq", freq, 1e-12)
         if not (isinstance(noise, (int, float)) and not isinstance(noise, bool) and noise >= 0):

@@ -57,6 +57,24 @@ def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_f
                         tile_q=tile_size, tile_k=tile_size)
 
 
+def choose_tile(q, k, tile_size=None, dense_pairs=DEFAULT_DENSE_THRESHOLD, tile_pairs=1 << 20,
+                min_tile=16, max_tile=1024):
+    """``None`` (run dense) or a tile size for ``q [B,H,Nq,d]``, ``k [B,H,Nk,d]``.
+
+    Dense while the static ``B * Nq * Nk <= dense_pairs``; otherwise a power-of-two tile
+    with about ``tile_pairs`` (query, key) pairs per ``[B, tile, tile]`` block, clipped to
+    ``[min_tile, max_tile]``. An explicit ``tile_size`` wins. For plugins whose score is
+    costly per pair (e.g. an MLP), so that block memory stays bounded.
+    """
+    if tile_size is not None:
+        return tile_size
+    b, nq, nk = q.shape[0], q.shape[2], k.shape[2]
+    if None not in (b, nq, nk) and b * nq * nk <= dense_pairs:
+        return None
+    tile = 2 ** round(math.log2(math.sqrt(tile_pairs / (b or 8))))
+    return int(min(max_tile, max(min_tile, tile)))
+
+
 def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None):
     """Reference path: full [B,H,Nq,Nk] logits and a masked softmax (args as ``attend``)."""
     s = tf.cast(score_fn(q, k, q_pos, k_pos), tf.float32)

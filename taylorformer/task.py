@@ -17,6 +17,8 @@ Protocol every task follows:
 Simulated tasks subclass :class:`Task` and implement :meth:`Task.sample`; tasks
 reading finite data (e.g. CSV series) override :meth:`Task.dataset`.
 """
+import inspect
+
 import numpy as np
 
 from taylorformer.errors import SpecError
@@ -24,6 +26,16 @@ from taylorformer.errors import SpecError
 #: fixed seeds of the evaluation splits: the same batches in every run
 SPLIT_SEEDS = {"train": 0, "val": 1_000_003, "test": 2_000_003}
 DEFAULT_EVAL_BATCHES = {"val": 8, "test": 32}
+
+
+def check_config(cls, unknown, dim_x, owner="task"):
+    """Reject unknown constructor keys of ``cls`` and a ``dim_x`` that is not an int >= 1."""
+    if unknown:
+        valid = [p for p in inspect.signature(cls).parameters if p != "unknown"]
+        raise SpecError(f"unknown {owner} config key(s) {sorted(unknown)}; valid keys: "
+                        f"{', '.join(sorted(valid))}")
+    if not (isinstance(dim_x, int) and not isinstance(dim_x, bool) and dim_x >= 1):
+        raise SpecError(f"{owner} 'dim_x' must be an int >= 1, got {dim_x!r}")
 
 
 def input_box(field, spec, dim_x, owner="task"):

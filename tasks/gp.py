@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from taylorformer.batch import empty_batch
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import SPLIT_SEEDS, Task, check_config, input_box
@@ -309,15 +310,9 @@ class GPTask(Task):
     def sample(self, rng, batch_size, split):
         """Batch dict: ``xc [B, maxNc, Dx]``, ``yc``, ``xt [B, maxNt, Dx]``, ``yt``, masks,
         ``gt_loglik [B]``, ``gt_loglik_joint [B]`` (float32)."""
-        b, dx = batch_size, self.dim_x
-        out = {"xc": np.zeros((b, self.max_context, dx), np.float32),
-               "yc": np.zeros((b, self.max_context, 1), np.float32),
-               "xt": np.zeros((b, self.max_target, dx), np.float32),
-               "yt": np.zeros((b, self.max_target, 1), np.float32),
-               "mask_c": np.zeros((b, self.max_context), np.float32),
-               "mask_t": np.zeros((b, self.max_target), np.float32),
-               "gt_loglik": np.zeros((b,), np.float32),
-               "gt_loglik_joint": np.zeros((b,), np.float32)}
+        b = batch_size
+        out = empty_batch(b, self.max_context, self.max_target, self.dim_x, 1,
+                          ("gt_loglik", "gt_loglik_joint"))
         for i in range(b):
             kind, params = self.sample_hyperparameters(rng)
             nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))

@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from taylorformer.batch import empty_batch
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import SPLIT_SEEDS, Task, check_config, input_box
@@ -131,12 +132,7 @@ class SawtoothTask(Task):
     def sample(self, rng, batch_size, split):
         """Batch dict: ``xc [B, maxNc, Dx]``, ``yc``, ``xt [B, maxNt, Dx]``, ``yt``, masks (float32)."""
         b, dx = batch_size, self.dim_x
-        out = {"xc": np.zeros((b, self.max_context, dx), np.float32),
-               "yc": np.zeros((b, self.max_context, 1), np.float32),
-               "xt": np.zeros((b, self.max_target, dx), np.float32),
-               "yt": np.zeros((b, self.max_target, 1), np.float32),
-               "mask_c": np.zeros((b, self.max_context), np.float32),
-               "mask_t": np.zeros((b, self.max_target), np.float32)}
+        out = empty_batch(b, self.max_context, self.max_target, dx, 1)
         rotate = self.rotation is not None and split in self.rotation_splits
         shift = self.shift if split in self.shift_splits else 0.0
         for i in range(b):

@@ -48,6 +48,7 @@ import math
 
 import numpy as np
 
+from taylorformer.batch import empty_batch
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import SPLIT_SEEDS, Task
@@ -75,15 +76,6 @@ def _choice(task, field, value, allowed):
     if value not in allowed:
         raise SpecError(f"{task} task {field!r} must be one of {allowed}, got {value!r}")
     return value
-
-
-def _empty(b, nc, nt, dx, dy, extra=()):
-    out = {"xc": np.zeros((b, nc, dx), np.float32), "yc": np.zeros((b, nc, dy), np.float32),
-           "xt": np.zeros((b, nt, dx), np.float32), "yt": np.zeros((b, nt, dy), np.float32),
-           "mask_c": np.zeros((b, nc), np.float32), "mask_t": np.zeros((b, nt), np.float32)}
-    for key in extra:
-        out[key] = np.zeros((b,), np.float32)
-    return out
 
 
 def _loglik_signature(*keys):
@@ -231,7 +223,7 @@ class SIRTask(Task):
         states = simulate_sir(rng, beta, gamma, initial, self.cells, self.steps, self.radius)
         t = rng.integers(1, self.steps + 1, size=b)
         centres = self.cell_centres()
-        out = _empty(b, self.max_context, self.max_target, 2, self.dim_y)
+        out = empty_batch(b, self.max_context, self.max_target, 2, self.dim_y)
         factor = 4 if self.domain == "scaled" else 1
         for i in range(b):
             nc = int(rng.integers(self.nc_range[0], self.nc_range[1] + 1))
@@ -279,7 +271,7 @@ class GenericSpatialTask(Task):
 
     def sample(self, rng, batch_size, split):
         b, dx = batch_size, self.num_fixed
-        out = _empty(b, self.max_context, self.max_target, dx, 1, ("gt_loglik", "gt_loglik_joint"))
+        out = empty_batch(b, self.max_context, self.max_target, dx, 1, ("gt_loglik", "gt_loglik_joint"))
         out["sc"] = np.zeros((b, self.max_context, 2), np.float32)
         out["st"] = np.zeros((b, self.max_target, 2), np.float32)
         for i in range(b):
@@ -391,7 +383,7 @@ class SphereGPTask(Task):
 
     def sample(self, rng, batch_size, split):
         b = batch_size
-        out = _empty(b, self.max_context, self.max_target, self.dim_x, 1,
+        out = empty_batch(b, self.max_context, self.max_target, self.dim_x, 1,
                      ("gt_loglik", "gt_loglik_joint"))
         rotate = self.rotation is not None and split in self.rotate_splits
         for i in range(b):

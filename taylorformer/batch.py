@@ -115,6 +115,17 @@ def pad_tasks(tasks):
     return out
 
 
+def empty_batch(b, nc, nt, dim_x, dim_y, per_task=()):
+    """All-zero float32 batch ``[b, nc|nt, ...]`` with zero masks, for simulators to fill;
+    ``per_task`` names extra ``[b]`` keys (e.g. ``gt_loglik``)."""
+    out = {"xc": np.zeros((b, nc, dim_x), np.float32), "yc": np.zeros((b, nc, dim_y), np.float32),
+           "xt": np.zeros((b, nt, dim_x), np.float32), "yt": np.zeros((b, nt, dim_y), np.float32),
+           "mask_c": np.zeros((b, nc), np.float32), "mask_t": np.zeros((b, nt), np.float32)}
+    for key in per_task:
+        out[key] = np.zeros((b,), np.float32)
+    return out
+
+
 def batch_signature(dim_x, dim_y, extra_keys=()):
     """``tf.TensorSpec`` dict for a ``tf.data`` generator of batches (sizes left open)."""
     import tensorflow as tf

@@ -36,7 +36,7 @@ def mha_score(q_tile, k_tile, *_):
 
 
 def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
-           tile_size=None, dense_threshold=DEFAULT_DENSE_THRESHOLD):
+           tile_size=None, dense_threshold=DEFAULT_DENSE_THRESHOLD, position_grads=True):
     """Multi-head attention with a pluggable score function.
 
     q: [B,H,Nq,dq], k: [B,H,Nk,dk], v: [B,H,Nk,dv]; q_pos: [B,Nq,P] | None,
@@ -47,14 +47,17 @@ def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_f
     Returns [B,H,Nq,dv]; a query row whose keys are all masked is exactly 0 (never NaN).
     tile_size=None: dense when the static Nq*Nk <= dense_threshold, else (also when Nq or
     Nk is not static) tiled with DEFAULT_TILE; an int forces tiling with that tile.
+    position_grads=False: the positions are data (no gradient flows to them: ``None``), which
+    spares the tiled backward pass the score's derivative w.r.t. them.
     """
     if tile_size is None:
         nq, nk = q.shape[2], k.shape[2]
         if nq is not None and nk is not None and nq * nk <= dense_threshold:
-            return dense_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn)
+            return dense_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
+                                position_grads=position_grads)
         tile_size = DEFAULT_TILE
     return tiled_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
-                        tile_q=tile_size, tile_k=tile_size)
+                        tile_q=tile_size, tile_k=tile_size, position_grads=position_grads)
 
 
 def choose_tile(q, k, tile_size=None, dense_pairs=DEFAULT_DENSE_THRESHOLD, tile_pairs=1 << 20,
@@ -75,8 +78,11 @@ def choose_tile(q, k, tile_size=None, dense_pairs=DEFAULT_DENSE_THRESHOLD, tile_
     return int(min(max_tile, max(min_tile, tile)))
 
 
-def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None):
+def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
+                 position_grads=True):
     """Reference path: full [B,H,Nq,Nk] logits and a masked softmax (args as ``attend``)."""
+    if not position_grads:
+        q_pos, k_pos = (None if p is None else tf.stop_gradient(p) for p in (q_pos, k_pos))
     s = tf.cast(score_fn(q, k, q_pos, k_pos), tf.float32)
     masked = key_mask is not None or pair_mask_fn is not None
     if masked:
@@ -93,7 +99,7 @@ def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
 
 
 def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
-                 tile_q=DEFAULT_TILE, tile_k=DEFAULT_TILE):
+                 tile_q=DEFAULT_TILE, tile_k=DEFAULT_TILE, position_grads=True):
     """Memory-efficient path (args as ``attend``): [tile_q, tile_k] blocks, online softmax.
 
     Sizes need not be multiples of the tiles (padded with masked keys / dropped query
@@ -109,8 +115,11 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     nqt, nkt = num_tiles(nq, tq), num_tiles(nk, tk)
     kv_t = tile_axis(key_validity(key_mask, k), 1, tk, nkt)  # [nkt,B,tk], padding is False
     has_qp, has_kp = q_pos is not None, k_pos is not None
-    q_side = [q] + ([q_pos] if has_qp else [])  # differentiable score inputs per side
-    k_side = [k] + ([k_pos] if has_kp else [])
+    # differentiable score inputs per side; positions without gradients are constants
+    q_side = [q] + ([q_pos] if has_qp and position_grads else [])
+    k_side = [k] + ([k_pos] if has_kp and position_grads else [])
+    qp_t = tile_axis(q_pos, 1, tq, nqt) if has_qp and not position_grads else None
+    kp_t = tile_axis(k_pos, 1, tk, nkt) if has_kp and not position_grads else None
 
     @tf.custom_gradient
     def run(*xs):
@@ -120,7 +129,8 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
         rows = dims(q)[:2] + [tq]  # [B,H,tq]
 
         def tiles(i, j):  # score inputs of block (i, j): [q_i, (q_pos_i)], [k_j, (k_pos_j)]
-            return [x[i] for x in qs_t], [x[j] for x in ks_t]
+            return ([x[i] for x in qs_t] + ([qp_t[i]] if qp_t is not None else []),
+                    [x[j] for x in ks_t] + ([kp_t[j]] if kp_t is not None else []))
 
         def score(qi, kj):
             return score_fn(qi[0], kj[0], qi[1] if has_qp else None, kj[1] if has_kp else None)
@@ -163,17 +173,18 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
             def key_tile(j, dq_acc, dk_tas, dv_ta, dvar):
                 def query_tile(i, dk, dv, dvar, dq_tas):
                     qi, kj = tiles(i, j)
+                    sources = qi[:len(qs_t)] + kj[:len(ks_t)]  # not the constant positions
                     with tf.GradientTape() as tape:
-                        tape.watch(qi + kj)
+                        tape.watch(sources)
                         s_raw = score(qi, kj)
                     s, valid = masked(s_raw, i, j)
                     p = tf.where(valid, tf.exp(s - lse_t[i][..., None]), 0.0)
                     ds = p * (tf.matmul(do_t[i], v_t[j], transpose_b=True) - delta[i][..., None])
-                    g = tape.gradient(s_raw, qi + kj + variables,
+                    g = tape.gradient(s_raw, sources + variables,
                                       output_gradients=tf.cast(ds, s_raw.dtype),
                                       unconnected_gradients=tf.UnconnectedGradients.ZERO)
                     g = [tf.cast(tf.convert_to_tensor(x), tf.float32) for x in g]
-                    gq, gk, gvar = g[:len(qi)], g[len(qi):len(qi) + len(kj)], g[len(qi) + len(kj):]
+                    gq, gk, gvar = g[:len(qs_t)], g[len(qs_t):len(sources)], g[len(sources):]
                     return ([a + b for a, b in zip(dk, gk)],
                             dv + tf.matmul(p, do_t[i], transpose_a=True),
                             [a + b for a, b in zip(dvar, gvar)],

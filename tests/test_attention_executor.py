@@ -122,6 +122,23 @@ def test_tiled_and_dense_match_numpy_reference(mode, mask):
         assert np.all(tiled[0].numpy()[1] == 0.0)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_positions_as_data_get_no_gradient(mode):
+    """position_grads=False: positions are constants (gradient None); every other gradient
+    still matches the NumPy reference."""
+    rng, x, dout = make_inputs(seed=5)
+    score = RBFBiasScore(rng)
+    kw = MASKS["key_mask"]
+    ref_out, ref_grads = numpy_reference(score, *x.values(), allowed(kw), dout)
+    for fn, extra in ((tiled_attend, dict(tile_q=TILE, tile_k=TILE)), (dense_attend, {})):
+        out, grads = run_mode(mode, lambda: value_and_grads(
+            fn, [score.a, score.b], x, dout, score_fn=score, position_grads=False, **extra, **kw))
+        np.testing.assert_allclose(out, ref_out, atol=2e-5, rtol=1e-4)
+        assert grads[3] is None and grads[4] is None
+        for i in (0, 1, 2, 5, 6):
+            np.testing.assert_allclose(grads[i], ref_grads[i], atol=5e-5, rtol=1e-4)
+
+
 class MLPScore:
     """TE-style score: MLP([q.k/sqrt(d) per head, x_q - x_k]) -> H logits (unbuilt Keras MLP)."""
 
@@ -208,7 +225,8 @@ def test_attend_dispatch(monkeypatch):
     assert calls == []
     forced = attend(mha_score, x["q"], x["k"], x["v"], tile_size=4)
     by_size = attend(mha_score, x["q"], x["k"], x["v"], dense_threshold=9 * 11 - 1)
-    assert calls == [dict(tile_q=4, tile_k=4), dict(tile_q=ex.DEFAULT_TILE, tile_k=ex.DEFAULT_TILE)]
+    assert calls == [dict(tile_q=4, tile_k=4, position_grads=True),
+                     dict(tile_q=ex.DEFAULT_TILE, tile_k=ex.DEFAULT_TILE, position_grads=True)]
     np.testing.assert_allclose(forced, small, atol=1e-5)
     np.testing.assert_allclose(by_size, small, atol=1e-5)  # tile clamped to the 9 / 11 rows
 

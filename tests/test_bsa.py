@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from taylorformer import registry
 from taylorformer.builder import build_model, load_model
-from taylorformer.plugins.biased_attention import BiasedAttention, chord_to_geodesic_sq, unit_vectors
+from taylorformer.plugins.biased_attention import (BiasedAttention, chord_to_geodesic_sq, rbf_bias,
+                                                  unit_vectors)
 from taylorformer.plugins.bsa import KRBlockEncoder
 
 TOL = 2e-5
@@ -261,8 +262,9 @@ def test_tiled_matches_dense_values_and_gradients(options, mode):
     the bias parameters a and log b included."""
     rng = np.random.default_rng(4)
     inputs = layer_inputs(rng)
-    dense = BiasedAttention(12, num_heads=2, head_dim=4, dense_pairs=1 << 40, **options)
-    tiled = BiasedAttention(12, num_heads=2, head_dim=4, tile_size=4, **options)
+    dense = BiasedAttention(12, num_heads=2, head_dim=4, dense_pairs=1 << 40, position_gradients=True,
+                            **options)
+    tiled = BiasedAttention(12, num_heads=2, head_dim=4, tile_size=4, position_gradients=True, **options)
     dense(*inputs[:2], q_pos=inputs[2], k_pos=inputs[3])
     tiled(*inputs[:2], q_pos=inputs[2], k_pos=inputs[3])
     weights = dense.get_weights()
@@ -287,6 +289,44 @@ def test_tiled_matches_dense_values_and_gradients(options, mode):
             if name.startswith(("a_", "log_b_")):
                 assert np.abs(b).max() > 1e-6, f"no gradient reaches {name}"
             np.testing.assert_allclose(a, b, atol=5e-5, rtol=5e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("d2_grad", [True, False])
+def test_rbf_bias_gradient_matches_autodiff(d2_grad):
+    """The one-pass backward of ``rbf_bias`` against TF autodiff of the plain formula."""
+    rng = np.random.default_rng(2)
+    d2 = tf.constant(rng.uniform(0, 6, (2, 7, 5)).astype(np.float32))
+    a = tf.constant(rng.normal(size=(3, 4)).astype(np.float32))
+    b = tf.constant(np.exp(rng.normal(size=(3, 4))).astype(np.float32))
+    g = tf.constant(rng.normal(size=(2, 3, 7, 5)).astype(np.float32))
+
+    def grads(fn):
+        with tf.GradientTape() as tape:
+            tape.watch([d2, a, b])
+            out = fn(d2, a, b)
+        return out, tape.gradient(out, [d2, a, b], output_gradients=g)
+
+    plain = lambda d2, a, b: tf.reduce_sum(  # noqa: E731
+        a[None, :, :, None, None] * tf.exp(-b[None, :, :, None, None] * d2[:, None, None]), 2)
+    out, got = grads(lambda *x: rbf_bias(*x, d2_grad=d2_grad))
+    ref_out, ref = grads(plain)
+    np.testing.assert_allclose(out, ref_out, rtol=1e-6, atol=1e-6)
+    for name, x, y in zip(("d2", "a", "b"), got, ref):
+        if name == "d2" and not d2_grad:
+            assert x is None
+            continue
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("tile_size", [None, 4])
+def test_positions_are_data_by_default(tile_size):
+    """Default ``position_gradients=False``: no gradient flows to the positions (None, not
+    a silent zero); the weights still get theirs."""
+    zq, zk, xq, xk, mask = layer_inputs(np.random.default_rng(1))
+    layer = BiasedAttention(12, num_heads=2, head_dim=4, tile_size=tile_size)
+    _, grads = value_and_grads(layer, zq, zk, xq, xk, mask)
+    assert grads[2] is None and grads[3] is None
+    assert all(g is not None for g in grads[:2] + grads[4:])
 
 
 def test_bias_matches_numpy_formula():

@@ -114,6 +114,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     tq, tk = tile_len(tile_q, nq), tile_len(tile_k, nk)
     nqt, nkt = num_tiles(nq, tq), num_tiles(nk, tk)
     kv_t = tile_axis(key_validity(key_mask, k), 1, tk, nkt)  # [nkt,B,tk], padding is False
+    key_add_t = tf.where(kv_t, 0.0, _NEG)  # additive key mask per key tile
     has_qp, has_kp = q_pos is not None, k_pos is not None
     # differentiable score inputs per side; positions without gradients are constants
     q_side = [q] + ([q_pos] if has_qp and position_grads else [])
@@ -135,23 +136,30 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
         def score(qi, kj):
             return score_fn(qi[0], kj[0], qi[1] if has_qp else None, kj[1] if has_kp else None)
 
-        def masked(s_raw, i, j):  # -> f32 logits with masked entries at _NEG, valid mask
-            valid = pair_validity(kv_t[j], pair_mask_fn, i * tq + tf.range(tq), j * tk + tf.range(tk))
-            return tf.where(valid, tf.cast(s_raw, tf.float32), _NEG), valid
+        def masked(s_raw, i, j):  # f32 logits; masked entries pushed to about _NEG
+            # additive (0 / _NEG per key and per structural pair), cheaper than a select
+            # on every [B,H,tq,tk] block; exp(masked - max) is exactly 0 once a row has
+            # seen an allowed key, and rows that never do are zeroed at the end
+            add = key_add_t[j][:, None, None, :]
+            if pair_mask_fn is not None:
+                allowed = pair_mask_fn(i * tq + tf.range(tq), j * tk + tf.range(tk))
+                add = add + tf.where(allowed, 0.0, _NEG)[None, None]
+            return tf.cast(s_raw, tf.float32) + add
 
         def forward_row(i):  # online softmax of query tile i over all key tiles
             def step(j, m, l, acc):
-                s, valid = masked(score(*tiles(i, j)), i, j)
+                s = masked(score(*tiles(i, j)), i, j)
                 m_new = tf.maximum(m, tf.reduce_max(s, -1))
-                p = tf.where(valid, tf.exp(s - m_new[..., None]), 0.0)
+                p = tf.exp(s - m_new[..., None])
                 alpha = tf.exp(m - m_new)
                 return (m_new, l * alpha + tf.reduce_sum(p, -1),
                         acc * alpha[..., None] + tf.matmul(p, v_t[j]))
 
             m, l, acc = loop(nkt, step, (tf.fill(rows, _NEG), tf.zeros(rows),
                                          tf.zeros(rows + [dims(v)[3]])))
-            lse = tf.where(l > 0, m + tf.math.log(tf.where(l > 0, l, 1.0)), 0.0)
-            return tf.math.divide_no_nan(acc, l[..., None]), lse
+            seen = m > 0.5 * _NEG  # the row has an allowed key (then l >= 1); else it is 0
+            lse = tf.where(seen, m + tf.math.log(tf.where(seen, l, 1.0)), 0.0)
+            return tf.where(seen[..., None], tf.math.divide_no_nan(acc, l[..., None]), 0.0), lse
 
         def forward():
             def step(i, out_ta, lse_ta):
@@ -177,8 +185,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                     with tf.GradientTape() as tape:
                         tape.watch(sources)
                         s_raw = score(qi, kj)
-                    s, valid = masked(s_raw, i, j)
-                    p = tf.where(valid, tf.exp(s - lse_t[i][..., None]), 0.0)
+                    p = tf.exp(masked(s_raw, i, j) - lse_t[i][..., None])  # 0 where masked
                     ds = p * (tf.matmul(do_t[i], v_t[j], transpose_b=True) - delta[i][..., None])
                     g = tape.gradient(s_raw, sources + variables,
                                       output_gradients=tf.cast(ds, s_raw.dtype),

@@ -34,8 +34,8 @@ and stay identical forever (F collapses to 1): spreading them breaks that symmet
 
 Execution: the score function runs through the shared executor
 (:mod:`taylorformer.attention_executor`): densely while ``B * Nq * Nk <= dense_pairs``
-(static shapes), otherwise in tiles of about ``TILE_PAIRS`` pairs (1024 x 1024 at batch 1,
-the paper's tile) with an online softmax and recomputation in the backward pass, so
+(static shapes), otherwise in tiles of about ``TILE_PAIRS`` pairs (256 x 256 at batch 1,
+128 x 128 at batch 8; the paper uses 1024, which is no faster here) with an online softmax and recomputation in the backward pass, so
 memory is O(tile^2) per head; ``tile_size=<int>`` forces tiles of that size. Squared
 distances are formed from per-pair differences of float32 positions (not from
 ``|p|^2 + |p'|^2 - 2 p.p'``, which cancels catastrophically far from the origin), so a
@@ -61,8 +61,11 @@ DISTANCES = ("euclidean", "geodesic")
 COORDS = ("latlon", "lonlat", "xyz")
 #: dense (one [B, H, Nq, Nk] block) while B * Nq * Nk is at most this
 DENSE_PAIRS = 1 << 20
-#: tiled: B * tile * tile is about this many pairs per block (1024 x 1024 at B = 1)
-TILE_PAIRS = 1 << 20
+#: tiled: B * tile * tile is about this many pairs per block (256 x 256 at B = 1, 128 x 128
+#: at B = 8). Measured (benchmarks/inference_scaling.py, 2-core CPU, XLA): tiles of 256
+#: vs 1024 at batch 1 are as fast up to 5000 x 5000 and faster at 10000 x 10000 (7.4 vs
+#: 8.6 s); the batch-8 training step is 7% faster with tiles of 128 than 256.
+TILE_PAIRS = 1 << 17
 MAX_TILE = 1024
 DEFAULT_GROUPS = ({"name": "space", "dims": None, "basis": 5, "distance": "euclidean"},)
 #: below this squared chord the geodesic uses its series (c + c^2/12 + c^3/90)
@@ -177,25 +180,25 @@ def rbf_bias(d2, a, b, d2_grad=True):
     The forward is one ``exp`` over ``[B, H, F, tq, tk]`` reduced over F (an axis that is
     not minor: XLA fuses it into one vectorised loop, and it avoids chains of adds that
     TF's graph optimizer rewrites inside the executor's gradient loops). The backward
-    recomputes the exponentials once for both parameter sums ``sum(g e)`` and
-    ``sum(g e d2)``, carried as the real and imaginary parts of one complex reduction:
-    XLA:CPU emits a reduction to a tiny ``[H, F]`` output as a scalar loop, and plain
-    autodiff ran two such loops (and the exponentials twice), 2-3x slower per pair.
+    forms ``g e`` once and gets both parameter sums ``sum(g e)`` and ``sum(g e d2)``
+    from one matrix product with ``[1, d2]``: XLA:CPU runs large reductions to a tiny
+    ``[H, F]`` output slowly (materialised, then a ``reduce-window``), and plain autodiff
+    ran two of them, each recomputing the exponentials.
     ``d2_grad=False``: no gradient for ``d2`` (positions are data).
     """
     @tf.custom_gradient
     def run(d2, a, b):
-        def basis():  # [B, H, F, tq, tk]
-            return tf.exp(-b[None, :, :, None, None] * d2[:, None, None])
-
         def grad(g):
-            ge = tf.cast(g, tf.float32)[:, :, None] * basis()
-            sums = tf.reduce_sum(tf.complex(ge, ge * d2[:, None, None]), [0, 3, 4])
-            ga, gb = tf.math.real(sums), -a * tf.math.imag(sums)
-            gd2 = -tf.reduce_sum((a * b)[None, :, :, None, None] * ge, [1, 2]) if d2_grad else None
-            return gd2, ga, gb
+            h, f = a.shape
+            ge = tf.transpose(tf.cast(g, tf.float32), [1, 0, 2, 3])[:, None] * tf.exp(
+                -b[:, :, None, None, None] * d2[None, None])  # [H, F, B, tq, tk]
+            weights = tf.reshape(tf.stack([tf.ones_like(d2), d2], 0), [2, -1])  # [2, B*tq*tk]
+            sums = tf.reshape(tf.matmul(tf.reshape(ge, [h * f, -1]), weights, transpose_b=True), [h, f, 2])
+            gd2 = -tf.reduce_sum((a * b)[:, :, None, None, None] * ge, [0, 1]) if d2_grad else None
+            return gd2, sums[..., 0], -a * sums[..., 1]
 
-        return tf.reduce_sum(a[None, :, :, None, None] * basis(), 2), grad
+        basis = tf.exp(-b[None, :, :, None, None] * d2[:, None, None])  # [B, H, F, tq, tk]
+        return tf.reduce_sum(a[None, :, :, None, None] * basis, 2), grad
 
     return run(d2, a, b)
 

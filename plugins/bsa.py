@@ -153,7 +153,7 @@ class KRBlockEncoder(TransformerEncoder):
 #: BSA-TNP at the paper's size (App. A): 6 KRBlocks, tokens of 64, attention at 4 heads x
 #: 32 (= 128), embedding MLP 256-128-64, FFN 256-64, head 128-128 (the paper's 256-64
 #: head is within a few thousand parameters), 5 spatial RBF basis functions per head
-#: per block, tiles of 1024 at batch 1. About 0.47M parameters (paper: about 0.48M).
+#: per block (tiles: see ``biased_attention.TILE_PAIRS``). About 0.47M parameters (paper: about 0.48M).
 BSA_TNP = {
     "description": "BSA-TNP: KRBlocks with biased scan attention, translation invariant "
                    "(Jenson et al. 2025).",

@@ -180,22 +180,25 @@ def rbf_bias(d2, a, b, d2_grad=True):
     The forward is one ``exp`` over ``[B, H, F, tq, tk]`` reduced over F (an axis that is
     not minor: XLA fuses it into one vectorised loop, and it avoids chains of adds that
     TF's graph optimizer rewrites inside the executor's gradient loops). The backward
-    forms ``g e`` once and gets both parameter sums ``sum(g e)`` and ``sum(g e d2)``
-    from one matrix product with ``[1, d2]``: XLA:CPU runs large reductions to a tiny
-    ``[H, F]`` output slowly (materialised, then a ``reduce-window``), and plain autodiff
-    ran two of them, each recomputing the exponentials.
+    sums ``g e`` and ``g e d2`` over the batch axis (a fused, vectorised loop with a large
+    output), then over the pairs with one matrix-vector product. XLA:CPU runs a large
+    reduction to a tiny ``[H, F]`` output slowly (it materialises the operand, then a
+    ``reduce-window``), and plain autodiff ran two of them, each recomputing the
+    exponentials.
     ``d2_grad=False``: no gradient for ``d2`` (positions are data).
     """
     @tf.custom_gradient
     def run(d2, a, b):
         def grad(g):
             h, f = a.shape
-            ge = tf.transpose(tf.cast(g, tf.float32), [1, 0, 2, 3])[:, None] * tf.exp(
-                -b[:, :, None, None, None] * d2[None, None])  # [H, F, B, tq, tk]
-            weights = tf.reshape(tf.stack([tf.ones_like(d2), d2], 0), [2, -1])  # [2, B*tq*tk]
-            sums = tf.reshape(tf.matmul(tf.reshape(ge, [h * f, -1]), weights, transpose_b=True), [h, f, 2])
-            gd2 = -tf.reduce_sum((a * b)[:, :, None, None, None] * ge, [0, 1]) if d2_grad else None
-            return gd2, sums[..., 0], -a * sums[..., 1]
+            ge = tf.cast(g, tf.float32)[:, :, None] * tf.exp(
+                -b[None, :, :, None, None] * d2[:, None, None])  # [B, H, F, tq, tk]
+            # sum over the batch axis first (a fused loop), then one matrix-vector product
+            partial = tf.stack([tf.reduce_sum(ge, 0), tf.reduce_sum(ge * d2[:, None, None], 0)])
+            partial = tf.reshape(partial, [2 * h * f, -1])  # [2 H F, tq * tk]
+            sums = tf.reshape(tf.linalg.matvec(partial, tf.ones(tf.shape(partial)[1:])), [2, h, f])
+            gd2 = -tf.reduce_sum((a * b)[None, :, :, None, None] * ge, [1, 2]) if d2_grad else None
+            return gd2, sums[0], -a * sums[1]
 
         basis = tf.exp(-b[None, :, :, None, None] * d2[:, None, None])  # [B, H, F, tq, tk]
         return tf.reduce_sum(a[None, :, :, None, None] * basis, 2), grad

@@ -234,7 +234,10 @@ def tile_len(tile, n):
 
 
 def num_tiles(n, t):
-    return -(-n // t) if isinstance(n, int) else (n + t - 1) // t
+    """Tiles of ``t`` covering ``n`` (static int or scalar tensor); at least one, so that an
+    empty axis (no queries, or an empty context) is one fully padded tile, not an empty
+    loop whose TensorArray cannot be stacked when the batch size is dynamic."""
+    return max(-(-n // t), 1) if isinstance(n, int) else tf.maximum((n + t - 1) // t, 1)
 
 
 def tile_axis(x, axis, t, nt):

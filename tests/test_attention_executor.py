@@ -214,6 +214,28 @@ def test_dynamic_shapes_in_tf_function():
         np.testing.assert_allclose(a, b, atol=5e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("nq,nk", [(0, 5), (3, 0), (0, 0)])
+def test_empty_axes_with_dynamic_shapes(nq, nk):
+    """No queries, or an empty context, with every size unknown when tracing: no queries
+    give an empty output; no keys give zeros (the prior case), with zero gradients."""
+    spec = tf.TensorSpec([None, H, None, D], tf.float32)
+
+    @tf.function(input_signature=[spec, spec, spec])
+    def grads(q, k, v):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            out = tiled_attend(mha_score, q, k, v, tile_q=TILE, tile_k=TILE)
+            loss = tf.reduce_sum(out * out) + tf.reduce_sum(out)
+        return out, tape.gradient(loss, [q, k, v])
+
+    rng = np.random.default_rng(0)
+    q, k, v = (tf.constant(rng.normal(size=(B, H, n, D)), tf.float32) for n in (nq, nk, nk))
+    out, g = grads(q, k, v)
+    assert out.shape == (B, H, nq, D) and np.all(out.numpy() == 0.0)
+    for x, grad in zip((q, k, v), g):
+        assert grad.shape == x.shape and np.all(grad.numpy() == 0.0)
+
+
 def test_attend_dispatch(monkeypatch):
     import taylorformer.attention_executor as ex
 

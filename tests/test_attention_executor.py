@@ -248,7 +248,7 @@ def test_attend_dispatch(monkeypatch):
     forced = attend(mha_score, x["q"], x["k"], x["v"], tile_size=4)
     by_size = attend(mha_score, x["q"], x["k"], x["v"], dense_threshold=9 * 11 - 1)
     assert calls == [dict(tile_q=4, tile_k=4, position_grads=True),
-                     dict(tile_q=ex.DEFAULT_TILE, tile_k=ex.DEFAULT_TILE, position_grads=True)]
+                     dict(tile_q=256, tile_k=256, position_grads=True)]  # 2 * 256^2 ~ 2^18 pairs
     np.testing.assert_allclose(forced, small, atol=1e-5)
     np.testing.assert_allclose(by_size, small, atol=1e-5)  # tile clamped to the 9 / 11 rows
 

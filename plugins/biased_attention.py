@@ -35,8 +35,8 @@ and stay identical forever (F collapses to 1): spreading them breaks that symmet
 Execution: the score function runs through the shared executor
 (:mod:`taylorformer.attention_executor`): densely while ``B * Nq * Nk <= dense_pairs``
 (static shapes), otherwise in tiles of about ``TILE_PAIRS`` pairs (256 x 256 at batch 1,
-128 x 128 at batch 8; the paper uses 1024, which is no faster here) with an online softmax and recomputation in the backward pass, so
-memory is O(tile^2) per head; ``tile_size=<int>`` forces tiles of that size. Squared
+128 x 128 at batch 8; the paper uses 1024, which is no faster here) with an online
+softmax and recomputation in the backward pass, so memory is O(tile^2) per head; ``tile_size=<int>`` forces tiles of that size. Squared
 distances are formed from per-pair differences of float32 positions (not from
 ``|p|^2 + |p'|^2 - 2 p.p'``, which cancels catastrophically far from the origin), so a
 shift of all positions changes the logits only through the rounding of the shifted
@@ -64,7 +64,8 @@ DENSE_PAIRS = 1 << 20
 #: tiled: B * tile * tile is about this many pairs per block (256 x 256 at B = 1, 128 x 128
 #: at B = 8). Measured (benchmarks/inference_scaling.py, 2-core CPU, XLA): tiles of 256
 #: vs 1024 at batch 1 are as fast up to 5000 x 5000 and faster at 10000 x 10000 (7.4 vs
-#: 8.6 s); the batch-8 training step is 7% faster with tiles of 128 than 256.
+#: 8.6 s); the batch-8 training step took 1.34 s with tiles of 128 vs 1.43 s with 256
+#: (single runs).
 TILE_PAIRS = 1 << 17
 MAX_TILE = 1024
 DEFAULT_GROUPS = ({"name": "space", "dims": None, "basis": 5, "distance": "euclidean"},)

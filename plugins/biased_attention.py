@@ -36,11 +36,11 @@ Execution: the score function runs through the shared executor
 (:mod:`taylorformer.attention_executor`): densely while ``B * Nq * Nk <= dense_pairs``
 (static shapes), otherwise in tiles of about ``TILE_PAIRS`` pairs (256 x 256 at batch 1,
 128 x 128 at batch 8; the paper uses 1024, which is no faster here) with an online
-softmax and recomputation in the backward pass, so memory is O(tile^2) per head; ``tile_size=<int>`` forces tiles of that size. Squared
-distances are formed from per-pair differences of float32 positions (not from
-``|p|^2 + |p'|^2 - 2 p.p'``, which cancels catastrophically far from the origin), so a
-shift of all positions changes the logits only through the rounding of the shifted
-inputs themselves. Positions stay float32 under mixed precision.
+softmax and recomputation in the backward pass, so memory is O(tile^2) per head;
+``tile_size=<int>`` forces tiles of that size. Squared distances are formed from
+per-pair differences of float32 positions (not from ``|p|^2 + |p'|^2 - 2 p.p'``, which
+cancels catastrophically far from the origin), so a shift of all positions changes the
+logits only through the rounding of the shifted inputs themselves. Positions stay float32 under mixed precision.
 
 Gradients: positions are data by default (``position_gradients=False``): no gradient
 flows to them (``None``), which spares the backward pass a reduction per pair;

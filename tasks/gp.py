@@ -30,7 +30,8 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import SPLIT_SEEDS, Task, check_config, input_box
+from taylorformer.task import (Task, box_config, check_config, count_range, input_box, input_shift,
+                               split_names)
 
 #: kernel names; ``rbf`` is an alias of ``eq``
 KERNELS = ("eq", "matern12", "matern32", "matern52", "periodic")
@@ -193,22 +194,15 @@ def _draw(prior, rng):
     return float(rng.beta(a, b))
 
 
-def _count_range(field, spec, low):
-    """``(lo, hi)`` integers from an int or ``[lo, hi]`` with ``low <= lo <= hi``."""
-    values = [spec, spec] if isinstance(spec, int) and not isinstance(spec, bool) else spec
-    if not (isinstance(values, (list, tuple)) and len(values) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-            and low <= values[0] <= values[1]):
-        raise SpecError(f"GP task {field!r} must be an int or [lo, hi] of ints with "
-                        f"{low} <= lo <= hi, got {spec!r}")
-    return int(values[0]), int(values[1])
-
-
-def _box_config(box):
-    return box[0].tolist() if np.all(box == box[0]) else box.tolist()
-
-
 # ----------------------------------------------------------------------------- task
+def ceiling_signature():
+    """``tf.TensorSpec`` of the per-task ceilings ``gt_loglik``, ``gt_loglik_joint`` ``[B]``."""
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None], tf.float32)
+    return {"gt_loglik": spec, "gt_loglik_joint": spec}
+
+
 class GPTask(Task):
     """Samples from a zero-mean GP prior with random hyperparameters, one draw per task.
 
@@ -256,9 +250,9 @@ class GPTask(Task):
         if noise_on not in ("both", "context"):
             raise SpecError(f"GP task 'noise_on' must be 'both' or 'context', got {noise_on!r}")
         self.noise, self.noise_on = float(noise), noise_on
-        self.num_context = _count_range("num_context", num_context, 0)
-        self.num_target = _count_range("num_target", num_target, 1)
-        self.num_total = None if num_total is None else _count_range("num_total", num_total, 1)
+        self.num_context = count_range("num_context", num_context, 0, owner="GP task")
+        self.num_target = count_range("num_target", num_target, 1, owner="GP task")
+        self.num_total = None if num_total is None else count_range("num_total", num_total, 1, owner="GP task")
         self.max_context = self.num_context[1]
         for nc in self.num_context:  # Nt bounds are linear in Nc: checking the ends suffices
             if self._target_bounds(nc)[0] > self._target_bounds(nc)[1]:
@@ -268,20 +262,8 @@ class GPTask(Task):
         self.context_box = input_box("context_range", context_range, dim_x, owner="GP task")
         self.target_box = self.context_box if target_range is None else input_box(
             "target_range", target_range, dim_x, owner="GP task")
-        try:
-            shift_arr = np.asarray(shift, np.float64)
-        except (TypeError, ValueError):
-            shift_arr = None
-        if shift_arr is None or shift_arr.shape not in ((), (dim_x,)):
-            raise SpecError(f"GP task 'shift' must be a number or {dim_x} numbers, got {shift!r}")
-        self.shift = np.broadcast_to(shift_arr, (dim_x,))
-        self._shift_config = float(shift_arr) if shift_arr.ndim == 0 else shift_arr.tolist()
-        splits = [shift_splits] if isinstance(shift_splits, str) else list(shift_splits)
-        bad = [s for s in splits if s not in SPLIT_SEEDS]
-        if bad:
-            raise SpecError(f"GP task 'shift_splits' has unknown split(s) {bad}; "
-                            f"splits: {sorted(SPLIT_SEEDS)}")
-        self.shift_splits = tuple(splits)
+        self.shift, self._shift_config = input_shift(shift, dim_x, owner="GP task")
+        self.shift_splits = split_names("shift_splits", shift_splits, owner="GP task")
 
     def _target_bounds(self, nc):
         """Allowed ``[lo, hi]`` of ``Nt`` given ``Nc`` (both bounds decrease with ``Nc``)."""
@@ -327,10 +309,7 @@ class GPTask(Task):
         return out
 
     def extra_signature(self):
-        import tensorflow as tf
-
-        spec = tf.TensorSpec([None], tf.float32)
-        return {"gt_loglik": spec, "gt_loglik_joint": spec}
+        return ceiling_signature()
 
     def get_config(self):
         return {
@@ -342,8 +321,8 @@ class GPTask(Task):
             "num_context": list(self.num_context),
             "num_target": list(self.num_target),
             "num_total": None if self.num_total is None else list(self.num_total),
-            "context_range": _box_config(self.context_box),
-            "target_range": _box_config(self.target_box),
+            "context_range": box_config(self.context_box),
+            "target_range": box_config(self.target_box),
             "shift": self._shift_config,
             "shift_splits": list(self.shift_splits),
         }

@@ -34,7 +34,8 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import SPLIT_SEEDS, Task, check_config, input_box
+from taylorformer.task import (Task, box_config, check_config, count_range, input_box, input_shift,
+                               split_names)
 
 
 def sawtooth(x, direction, freq, phase):
@@ -48,27 +49,17 @@ def rotation_matrix(degrees):
     return np.array([[math.cos(t), -math.sin(t)], [math.sin(t), math.cos(t)]])
 
 
-def _pair(field, spec, low, cast=float):
+def _float_range(field, spec, low):
     values = [spec, spec] if isinstance(spec, (int, float)) and not isinstance(spec, bool) else spec
     try:
-        lo, hi = (cast(v) for v in values)
+        lo, hi = (float(v) for v in values)
         ok = len(values) == 2 and low <= lo <= hi
-        if cast is int:
-            ok = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
     except (TypeError, ValueError):
         ok = False
     if not ok:
         raise SpecError(f"sawtooth task {field!r} must be a number or [lo, hi] with "
                         f"{low} <= lo <= hi, got {spec!r}")
     return lo, hi
-
-
-def _splits(field, spec):
-    splits = [spec] if isinstance(spec, str) else list(spec)
-    bad = [s for s in splits if s not in SPLIT_SEEDS]
-    if bad:
-        raise SpecError(f"sawtooth task {field!r} has unknown split(s) {bad}; splits: {sorted(SPLIT_SEEDS)}")
-    return tuple(splits)
 
 
 class SawtoothTask(Task):
@@ -90,12 +81,12 @@ class SawtoothTask(Task):
                  shift_splits=("test",), **unknown):
         check_config(SawtoothTask, unknown, dim_x, owner="sawtooth task")
         self.dim_x = dim_x
-        self.freq = _pair("freq", freq, 1e-12)
+        self.freq = _float_range("freq", freq, 1e-12)
         if not (isinstance(noise, (int, float)) and not isinstance(noise, bool) and noise >= 0):
             raise SpecError(f"sawtooth task 'noise' must be a number >= 0, got {noise!r}")
         self.noise = float(noise)
-        self.num_context = _pair("num_context", num_context, 0, int)
-        self.num_target = _pair("num_target", num_target, 1, int)
+        self.num_context = count_range("num_context", num_context, 0, owner="sawtooth task")
+        self.num_target = count_range("num_target", num_target, 1, owner="sawtooth task")
         self.context_box = input_box("context_range", context_range, dim_x, owner="sawtooth task")
         self.target_box = self.context_box if target_range is None else input_box(
             "target_range", target_range, dim_x, owner="sawtooth task")
@@ -110,13 +101,9 @@ class SawtoothTask(Task):
                 raise SpecError(f"sawtooth task 'rotation' must be None, degrees or 'random', "
                                 f"got {rotation!r}")
         self.rotation = rotation if rotation in (None, "random") else float(rotation)
-        self.rotation_splits = _splits("rotation_splits", rotation_splits)
-        shift_arr = np.asarray(shift, np.float64)
-        if shift_arr.ndim > 1 or (shift_arr.ndim == 1 and shift_arr.shape != (dim_x,)):
-            raise SpecError(f"sawtooth task 'shift' must be a number or {dim_x} numbers, got {shift!r}")
-        self.shift = np.broadcast_to(shift_arr, (dim_x,))
-        self._shift_config = float(shift_arr) if shift_arr.ndim == 0 else shift_arr.tolist()
-        self.shift_splits = _splits("shift_splits", shift_splits)
+        self.rotation_splits = split_names("rotation_splits", rotation_splits, owner="sawtooth task")
+        self.shift, self._shift_config = input_shift(shift, dim_x, owner="sawtooth task")
+        self.shift_splits = split_names("shift_splits", shift_splits, owner="sawtooth task")
         self.max_context, self.max_target = self.num_context[1], self.num_target[1]
 
     def sample_function(self, rng):
@@ -152,10 +139,9 @@ class SawtoothTask(Task):
         return out
 
     def get_config(self):
-        box = lambda b: b[0].tolist() if np.all(b == b[0]) else b.tolist()  # noqa: E731
         return {"dim_x": self.dim_x, "freq": list(self.freq), "noise": self.noise,
                 "num_context": list(self.num_context), "num_target": list(self.num_target),
-                "context_range": box(self.context_box), "target_range": box(self.target_box),
+                "context_range": box_config(self.context_box), "target_range": box_config(self.target_box),
                 "restricted": self.restricted, "rotation": self.rotation,
                 "rotation_splits": list(self.rotation_splits), "shift": self._shift_config,
                 "shift_splits": list(self.shift_splits)}

@@ -51,37 +51,22 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import SPLIT_SEEDS, Task
-from taylorformer.tasks.gp import JITTER, GPTask, gp_posterior_loglik, loglik_from_cholesky, sample_gp
+from taylorformer.task import Task, count_range, split_names
+from taylorformer.tasks.gp import (JITTER, GPTask, ceiling_signature, gp_posterior_loglik,
+                                   loglik_from_cholesky, sample_gp)
 
 GP2D_DOMAINS = ("train", "shifted", "scaled", "multires")
 SIR_DOMAINS = ("train", "shifted", "scaled")
 #: [lo, hi] of every axis per domain (multires: the outer box; inner: MULTIRES_INNER)
-GP2D_BOXES = {"train": (-2.0, 2.0), "shifted": (8.0, 12.0), "scaled": (-4.0, 4.0),
-              "multires": (-1.5, 1.5)}
+DOMAIN_BOXES = {"train": (-2.0, 2.0), "shifted": (8.0, 12.0), "scaled": (-4.0, 4.0),
+                "multires": (-1.5, 1.5)}
 MULTIRES_INNER = (-0.5, 0.5)
-
-
-def _int_range(task, field, spec, low):
-    values = [spec, spec] if isinstance(spec, int) and not isinstance(spec, bool) else spec
-    if not (isinstance(values, (list, tuple)) and len(values) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-            and low <= values[0] <= values[1]):
-        raise SpecError(f"{task} task {field!r} must be an int or [lo, hi] of ints with "
-                        f"{low} <= lo <= hi, got {spec!r}")
-    return int(values[0]), int(values[1])
 
 
 def _choice(task, field, value, allowed):
     if value not in allowed:
         raise SpecError(f"{task} task {field!r} must be one of {allowed}, got {value!r}")
     return value
-
-
-def _loglik_signature(*keys):
-    import tensorflow as tf
-
-    return {k: tf.TensorSpec([None], tf.float32) for k in keys}
 
 
 # ============================================================================ 2-D GP
@@ -96,11 +81,11 @@ class GP2DTask(GPTask):
         self.multires_targets = _choice("gp-2d-bsa", "multires_targets", multires_targets,
                                         ("inner", "all"))
         self._base = {"lengthscale": lengthscale or {"beta": [3.0, 7.0]}, "noise": noise,
-                      "num_context": list(_int_range("gp-2d-bsa", "num_context", num_context, 0)),
-                      "num_target": list(_int_range("gp-2d-bsa", "num_target", num_target, 1)),
+                      "num_context": list(count_range("num_context", num_context, 0, owner="gp-2d-bsa task")),
+                      "num_target": list(count_range("num_target", num_target, 1, owner="gp-2d-bsa task")),
                       "kernel": kernel}
         factor = 4 if domain == "scaled" else 1
-        box = list(GP2D_BOXES[domain])
+        box = list(DOMAIN_BOXES[domain])
         target_box = list(MULTIRES_INNER) if (domain == "multires" and multires_targets == "inner") else box
         super().__init__(dim_x=2, kernel=kernel, lengthscale=self._base["lengthscale"], scale=1.0,
                          noise=noise, noise_on="context",
@@ -113,7 +98,7 @@ class GP2DTask(GPTask):
         if self.domain == "multires":
             n_inner = nc // 2
             inner = rng.uniform(*MULTIRES_INNER, (n_inner, 2))
-            outer = rng.uniform(*GP2D_BOXES["multires"], (nc - n_inner, 2))
+            outer = rng.uniform(*DOMAIN_BOXES["multires"], (nc - n_inner, 2))
             xc = np.concatenate([inner, outer])[rng.permutation(nc)]
         else:
             xc = rng.uniform(self.context_box[:, 0], self.context_box[:, 1], (nc, 2))
@@ -190,16 +175,17 @@ class SIRTask(Task):
         if not (isinstance(radius, (int, float)) and radius >= 1):
             raise SpecError(f"sir task: radius must be a number >= 1 (cells), got {radius!r}")
         self.grid, self.steps, self.radius = grid, steps, float(radius)
-        self.num_context = _int_range("sir", "num_context", num_context, 0)
-        self.num_target = _int_range("sir", "num_target", num_target, 0)
+        self.num_context = count_range("num_context", num_context, 0, owner="sir task")
+        self.num_target = count_range("num_target", num_target, 0, owner="sir task")
         self.beta, self.gamma = tuple(map(float, beta)), tuple(map(float, gamma))
-        self.initial = _int_range("sir", "initial", list(initial), 1)
+        self.initial = count_range("initial", list(initial), 1, owner="sir task")
         factor = 4 if domain == "scaled" else 1
         self.cells = grid * (2 if domain == "scaled" else 1)
-        self.lo, self.hi = {"train": (-2.0, 2.0), "shifted": (8.0, 12.0), "scaled": (-4.0, 4.0)}[domain]
+        self.lo, self.hi = DOMAIN_BOXES[domain]
         self.nc_range = (factor * self.num_context[0], factor * self.num_context[1])
+        self.extra_range = (factor * self.num_target[0], factor * self.num_target[1])
         self.max_context = self.nc_range[1]
-        self.max_target = self.nc_range[1] + factor * self.num_target[1]
+        self.max_target = self.nc_range[1] + self.extra_range[1]
         if self.max_target > self.cells ** 2:
             raise SpecError(f"sir task: {self.max_target} target cells do not fit a "
                             f"{self.cells} x {self.cells} grid")
@@ -224,10 +210,9 @@ class SIRTask(Task):
         t = rng.integers(1, self.steps + 1, size=b)
         centres = self.cell_centres()
         out = empty_batch(b, self.max_context, self.max_target, 2, self.dim_y)
-        factor = 4 if self.domain == "scaled" else 1
         for i in range(b):
             nc = int(rng.integers(self.nc_range[0], self.nc_range[1] + 1))
-            extra = int(rng.integers(factor * self.num_target[0], factor * self.num_target[1] + 1))
+            extra = int(rng.integers(self.extra_range[0], self.extra_range[1] + 1))
             cells = rng.permutation(self.cells ** 2)[:nc + extra]
             y = self.encode(states[t[i], i].reshape(-1)[cells])
             x = centres[cells]
@@ -255,8 +240,8 @@ class GenericSpatialTask(Task):
         if not (isinstance(num_fixed, int) and num_fixed >= 1):
             raise SpecError(f"generic-spatial task: num_fixed must be an int >= 1, got {num_fixed!r}")
         self.dim_x = self.num_fixed = num_fixed
-        self.num_context = _int_range("generic-spatial", "num_context", num_context, 0)
-        self.num_target = _int_range("generic-spatial", "num_target", num_target, 1)
+        self.num_context = count_range("num_context", num_context, 0, owner="generic-spatial task")
+        self.num_target = count_range("num_target", num_target, 1, owner="generic-spatial task")
         self.lengthscale = tuple(map(float, lengthscale))  # Beta(a, b)
         self.coef_std, self.noise_var_scale = float(coef_std), float(noise_var_scale)
         self.space_range = tuple(map(float, space_range))
@@ -298,7 +283,7 @@ class GenericSpatialTask(Task):
 
         return {"sc": tf.TensorSpec([None, None, 2], tf.float32),
                 "st": tf.TensorSpec([None, None, 2], tf.float32),
-                **_loglik_signature("gt_loglik", "gt_loglik_joint")}
+                **ceiling_signature()}
 
     def get_config(self):
         return {"num_fixed": self.num_fixed, "num_context": list(self.num_context),
@@ -357,19 +342,15 @@ class SphereGPTask(Task):
         self.lengthscale = tuple(map(float, lengthscale))  # InvGamma(shape, scale), degrees
         self.noise = float(noise)
         self.noise_on = _choice("sphere-gp", "noise_on", noise_on, ("both", "context"))
-        self.num_context = _int_range("sphere-gp", "num_context", num_context, 0)
-        self.num_target = _int_range("sphere-gp", "num_target", num_target, 1)
+        self.num_context = count_range("num_context", num_context, 0, owner="sphere-gp task")
+        self.num_target = count_range("num_target", num_target, 1, owner="sphere-gp task")
         self.extent = float(extent)
         if not (rotation is None or rotation == "random"
                 or (isinstance(rotation, (list, tuple)) and len(rotation) == 3)):
             raise SpecError(f"sphere-gp task 'rotation' must be None, 'random' or 3 Euler angles "
                             f"(degrees), got {rotation!r}")
         self.rotation = list(map(float, rotation)) if isinstance(rotation, (list, tuple)) else rotation
-        splits = [rotate_splits] if isinstance(rotate_splits, str) else list(rotate_splits)
-        bad = [s for s in splits if s not in SPLIT_SEEDS]
-        if bad:
-            raise SpecError(f"sphere-gp task 'rotate_splits' has unknown split(s) {bad}")
-        self.rotate_splits = tuple(splits)
+        self.rotate_splits = split_names("rotate_splits", rotate_splits, owner="sphere-gp task")
         self.coords = _choice("sphere-gp", "coords", coords, ("latlon", "xyz"))
         self.dim_x = 2 if coords == "latlon" else 3
         self.max_context, self.max_target = self.num_context[1], self.num_target[1]
@@ -384,7 +365,7 @@ class SphereGPTask(Task):
     def sample(self, rng, batch_size, split):
         b = batch_size
         out = empty_batch(b, self.max_context, self.max_target, self.dim_x, 1,
-                     ("gt_loglik", "gt_loglik_joint"))
+                          ("gt_loglik", "gt_loglik_joint"))
         rotate = self.rotation is not None and split in self.rotate_splits
         for i in range(b):
             nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))
@@ -412,7 +393,7 @@ class SphereGPTask(Task):
         return out
 
     def extra_signature(self):
-        return _loglik_signature("gt_loglik", "gt_loglik_joint")
+        return ceiling_signature()
 
     def get_config(self):
         return {"lengthscale": list(self.lengthscale), "noise": self.noise, "noise_on": self.noise_on,

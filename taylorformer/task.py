@@ -38,6 +38,43 @@ def check_config(cls, unknown, dim_x, owner="task"):
         raise SpecError(f"{owner} 'dim_x' must be an int >= 1, got {dim_x!r}")
 
 
+def count_range(field, spec, low, owner="task"):
+    """``(lo, hi)`` integers from an int or ``[lo, hi]`` with ``low <= lo <= hi``."""
+    values = [spec, spec] if isinstance(spec, int) and not isinstance(spec, bool) else spec
+    if not (isinstance(values, (list, tuple)) and len(values) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+            and low <= values[0] <= values[1]):
+        raise SpecError(f"{owner} {field!r} must be an int or [lo, hi] of ints with "
+                        f"{low} <= lo <= hi, got {spec!r}")
+    return int(values[0]), int(values[1])
+
+
+def split_names(field, spec, owner="task"):
+    """Tuple of split names from one name or a list; unknown names are a :class:`SpecError`."""
+    splits = [spec] if isinstance(spec, str) else list(spec)
+    bad = [s for s in splits if s not in SPLIT_SEEDS]
+    if bad:
+        raise SpecError(f"{owner} {field!r} has unknown split(s) {bad}; splits: {sorted(SPLIT_SEEDS)}")
+    return tuple(splits)
+
+
+def input_shift(shift, dim_x, owner="task"):
+    """``(shift [Dx] float64, its config value)`` from a number or ``dim_x`` numbers."""
+    try:
+        arr = np.asarray(shift, np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.shape not in ((), (dim_x,)):
+        raise SpecError(f"{owner} 'shift' must be a number or {dim_x} numbers, got {shift!r}")
+    return np.broadcast_to(arr, (dim_x,)), (float(arr) if arr.ndim == 0 else arr.tolist())
+
+
+def box_config(box):
+    """Config value of a ``[Dx, 2]`` box (inverse of :func:`input_box`): ``[lo, hi]`` when
+    every dim has the same bounds, else the per-dim pairs."""
+    return box[0].tolist() if np.all(box == box[0]) else box.tolist()
+
+
 def input_box(field, spec, dim_x, owner="task"):
     """``[Dx, 2]`` bounds from ``[lo, hi]`` (every dim) or ``[[lo, hi], ...]`` (per dim).
 

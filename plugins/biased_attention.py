@@ -323,13 +323,10 @@ class BiasedAttention(Attention):
         fq, fk = self.features(q_pos), self.features(k_pos)
         q, k, v = (self._heads(self.q_proj(queries)), self._heads(self.k_proj(keys)),
                    self._heads(self.v_proj(keys)))
-        tile = self.tiling(q, k)
-        if tile is None:
-            return attention_executor.attend(self.score, q, k, v, fq, fk, key_mask, pair_mask_fn,
-                                             tile_size=None, dense_threshold=1 << 62,
-                                             position_grads=self.position_gradients)
+        # tile None: choose_tile saw static sizes within dense_pairs, so attend runs dense
         return attention_executor.attend(self.score, q, k, v, fq, fk, key_mask, pair_mask_fn,
-                                         tile_size=tile, position_grads=self.position_gradients)
+                                         tile_size=self.tiling(q, k), dense_threshold=1 << 62,
+                                         position_grads=self.position_gradients)
 
     def get_config(self):
         return {**super().get_config(), "groups": [{k: g[k] for k in ("name", "dims", "basis", "distance", "coords")}

@@ -10,7 +10,7 @@ Test points never attend to each other (or to themselves). Both attention calls 
 call of a shared attention layer on the query rows ``[ctx; tgt]`` against the context
 keys, exactly :class:`~taylorformer.plugins.encoders.TransformerEncoder`'s layer, which
 this class subclasses (``tokens``/``positions``/``call`` are overridden; the blocks,
-norms and FFNs are the parent's).
+norms, FFNs and their loop, ``run_layers``, are the parent's).
 
 Feature groups (see :mod:`taylorformer.batch`): a batch may carry space ``sc``/``st`` and
 time ``tc``/``tt``. ``positions`` picks what feeds the attention bias:
@@ -129,19 +129,7 @@ class KRBlockEncoder(TransformerEncoder):
     def call(self, batch):
         pc, pt = self.positions(batch)
         ctx, tgt = self.tokens(batch, (pc, pt))
-        mask_c = batch["mask_c"]
-        nc = tf.shape(ctx)[1]
-        q_pos = tf.concat([pc, pt], 1)
-        for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
-            keys = norm1(ctx)
-            queries = tf.concat([keys, norm1(tgt)], axis=1)
-            out = attn(queries, keys, q_pos=q_pos, k_pos=pc, key_mask=mask_c)
-            if attn.updates_positions:  # an attention that moves locations (e.g. te)
-                out, q_pos = out
-                pc = q_pos[:, :nc]
-            ctx, tgt = ctx + out[:, :nc], tgt + out[:, nc:]
-            ctx, tgt = ctx + ffn(norm2(ctx)), tgt + ffn(norm2(tgt))
-        return self.norm_out(tgt)
+        return self.run_layers(ctx, tgt, pc, pt, batch["mask_c"])
 
     def get_config(self):
         config = super().get_config()

@@ -85,14 +85,20 @@ class TransformerEncoder(keras.layers.Layer):
         if not self.embed_x:  # x only as positions (differences): centre them so float32
             ref = masked_mean(xc, mask_c)[:, None, :]  # location updates stay exact far from 0
             xc, xt = xc - ref, xt - ref
+        return self.run_layers(ctx, tgt, xc, xt, mask_c)
+
+    def run_layers(self, ctx, tgt, pc, pt, mask_c):
+        """The residual layers on tokens ``ctx [B, Nc, D]``, ``tgt [B, Nt, D]`` with
+        positions ``pc``, ``pt``; returns normalised target representations ``[B, Nt, D]``."""
         nc = tf.shape(ctx)[1]
+        q_pos = tf.concat([pc, pt], 1)
         for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
             keys = norm1(ctx)
             queries = tf.concat([keys, norm1(tgt)], axis=1)
-            out = attn(queries, keys, q_pos=tf.concat([xc, xt], 1), k_pos=xc, key_mask=mask_c)
-            if attn.updates_positions:
-                out, pos = out
-                xc, xt = pos[:, :nc], pos[:, nc:]
+            out = attn(queries, keys, q_pos=q_pos, k_pos=pc, key_mask=mask_c)
+            if attn.updates_positions:  # an attention that moves locations (e.g. te)
+                out, q_pos = out
+                pc = q_pos[:, :nc]
             ctx, tgt = ctx + out[:, :nc], tgt + out[:, nc:]
             ctx, tgt = ctx + ffn(norm2(ctx)), tgt + ffn(norm2(tgt))
         return self.norm_out(tgt)

@@ -161,12 +161,8 @@ class TEAttention(Attention):
         self.skip_masked_pairs = bool(skip_masked_pairs)
         self.updates_positions = self.location_update
         self.scale = 1.0 / math.sqrt(head_dim)
-        if form == "post":
-            self.kernel = PairMLP(num_heads, kernel_width, kernel_layers, name="kernel")
-        elif relative == "mlp":
-            self.kernel = PairMLP(num_heads, kernel_width, kernel_layers, name="kernel")
-        else:
-            self.kernel = None
+        self.kernel = (PairMLP(num_heads, kernel_width, kernel_layers, name="kernel")
+                       if form == "post" or relative == "mlp" else None)
         self.phi = PairMLP(1, phi_width, phi_layers, name="phi") if self.location_update else None
 
     # ------------------------------------------------------------------ build
@@ -284,12 +280,9 @@ class TEAttention(Attention):
                 q_pos_in = tf.concat([q_pos, tf.cast(query_mask, tf.float32)[..., None]], -1)
             if with_k:
                 k_pos_in = tf.concat([k_pos, tf.cast(key_mask, tf.float32)[..., None]], -1)
-        if tile is None:  # dense: attend's threshold test passes for any static size
-            heads = attention_executor.attend(score, q, k, v, q_pos_in, k_pos_in, key_mask,
-                                              pair_mask_fn, tile_size=None, dense_threshold=1 << 62)
-        else:
-            heads = attention_executor.attend(score, q, k, v, q_pos_in, k_pos_in, key_mask,
-                                              pair_mask_fn, tile_size=tile)
+        # tile None: choose_tile saw static sizes within dense_pairs, so attend runs dense
+        heads = attention_executor.attend(score, q, k, v, q_pos_in, k_pos_in, key_mask, pair_mask_fn,
+                                          tile_size=tile, dense_threshold=1 << 62)
         out = self.merge_heads(heads)
         if not self.location_update:
             return out

@@ -11,8 +11,8 @@ Paths: ``tiled`` = the biased attention's tiled path (tiles of 256 at batch 1: o
 softmax, O(tile^2) memory per head); ``dense`` = one [B, H, Nc + Nt, Nc] logits block per
 layer, run only while Nc * (Nc + Nt) <= ``--dense-max-pairs``.
 
-``--train``: one training step (loss = -mean log-likelihood, gradients, AdamW update) at
-batch 8, Nc = 512, Nt = 1024, tiled path (tiles of 128 at batch 8, recomputation in the
+``--train``: one step of the library's trainer (loss = -mean log-likelihood, gradients,
+global-norm clipping 0.5, AdamW update) at batch 8, Nc = 512, Nt = 1024, tiled path (tiles of 128 at batch 8, recomputation in the
 backward pass).
 
     .venv/bin/python benchmarks/inference_scaling.py                    # default sizes
@@ -87,31 +87,22 @@ def child_infer(nc, nt, path, xla, tile, repeats, layers=6):
 
 
 def child_train(xla, repeats, tile=None, batch_size=8, nc=512, nt=1024):
-    np, tf, build_model = _setup()
-    import keras
+    """One step of the library's trainer (``Trainer._step``: loss, gradients, clipping at
+    0.5, AdamW at 1e-4) on a fixed random batch."""
+    np, tf, _ = _setup()
+    from taylorformer import registry, training
 
-    from taylorformer.inference import loglik
-
-    model = build_model("bsa-tnp", dim_x=2,
-                        encoder={"attention": _attention("dense" if tile == 0 else "tiled", tile)})
-    opt = keras.optimizers.AdamW(1e-4, weight_decay=1e-4)
-    opt.build(model.trainable_variables)
+    spec = {"preset": "bsa-tnp",
+            "encoder": {"attention": _attention("dense" if tile == 0 else "tiled", tile)}}
+    cfg = training.TrainConfig(batch_size=batch_size, learning_rate=1e-4, jit_compile=xla)
+    trainer = training.Trainer(spec, registry.get("task", "gp-2d-bsa")(), cfg, out_dir=None)
     batch = _batch(np, tf, batch_size, nc, nt)
     base = rss_mib()
-
-    @tf.function(jit_compile=xla)
-    def step(b):
-        with tf.GradientTape() as tape:
-            loss = -tf.reduce_mean(tf.cast(loglik(model, b, training=True), tf.float32))
-        grads = tape.gradient(loss, model.trainable_variables)
-        grads, _ = tf.clip_by_global_norm(grads, 0.5)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
+    step = lambda: trainer._step(batch)[0].numpy()  # noqa: E731
     start = time.perf_counter()
-    step(batch).numpy()
+    step()
     first = time.perf_counter() - start
-    wall, cpu = _timed(lambda: step(batch).numpy(), repeats)
+    wall, cpu = _timed(step, repeats)
     return {"base_mib": base, "peak_mib": rss_mib(), "first_s": first, "wall_s": wall, "cpu_s": cpu}
 
 

@@ -1,13 +1,14 @@
 """Where the time of one XLA-compiled training step goes: top XLA:CPU ops by CPU time.
 
-Builds a preset (random weights) on a random batch, runs one jit-compiled step (loss =
--mean log-likelihood, gradients, AdamW) under ``tf.profiler``, then sums the durations
+Builds a preset (random weights) for a task's dimensions and a random batch, runs one
+jit-compiled step of the library's trainer (``Trainer._step``: loss = -mean
+log-likelihood, gradients, clipping, AdamW) under ``tf.profiler``, then sums the durations
 of the XLA kernels over the worker threads, grouped by HLO name without its numeric
 suffix (``MatMul_1.136`` -> ``MatMul_1``). Names are XLA's fusion names: ``*_fusion``
 are fused elementwise loops, ``wrapped_reduce-window`` the first stage of a large
 reduction, ``MatMul*`` matrix products.
 
-    .venv/bin/python benchmarks/profile_train_step.py --preset bsa-tnp --batch 8 --nc 512 --nt 1024
+    .venv/bin/python benchmarks/profile_train_step.py --preset bsa-tnp --task gp-2d-bsa --batch 8 --nc 512 --nt 1024
 """
 import argparse
 import collections
@@ -23,35 +24,28 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--nc", type=int, default=512)
     parser.add_argument("--nt", type=int, default=1024)
-    parser.add_argument("--dim-x", type=int, default=2)
+    parser.add_argument("--task", default="gp-2d-bsa", help="registry task giving dim_x and dim_y")
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import keras
     import numpy as np
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    from taylorformer.builder import build_model
-    from taylorformer.inference import loglik
+    from taylorformer import registry, training
 
-    model = build_model(args.preset, dim_x=args.dim_x)
-    opt = keras.optimizers.AdamW(1e-4)
-    opt.build(model.trainable_variables)
+    task = registry.get("task", args.task)()
+    cfg = training.TrainConfig(batch_size=args.batch, learning_rate=1e-4, jit_compile=True)
+    trainer = training.Trainer(args.preset, task, cfg, out_dir=None)
     rng = np.random.default_rng(0)
-    b, nc, nt = args.batch, args.nc, args.nt
-    batch = {"xc": rng.uniform(-2, 2, (b, nc, args.dim_x)), "yc": rng.normal(size=(b, nc, 1)),
-             "xt": rng.uniform(-2, 2, (b, nt, args.dim_x)), "yt": rng.normal(size=(b, nt, 1)),
+    b, nc, nt, dx, dy = args.batch, args.nc, args.nt, task.dim_x, task.dim_y
+    batch = {"xc": rng.uniform(-2, 2, (b, nc, dx)), "yc": rng.normal(size=(b, nc, dy)),
+             "xt": rng.uniform(-2, 2, (b, nt, dx)), "yt": rng.normal(size=(b, nt, dy)),
              "mask_c": np.ones((b, nc)), "mask_t": np.ones((b, nt))}
     batch = {k: tf.constant(v, tf.float32) for k, v in batch.items()}
 
-    @tf.function(jit_compile=True)
     def step(batch):
-        with tf.GradientTape() as tape:
-            loss = -tf.reduce_mean(tf.cast(loglik(model, batch, training=True), tf.float32))
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+        return trainer._step(batch)[0]
 
     step(batch).numpy()  # compile
     logdir = tempfile.mkdtemp(prefix="tf_profile_")

@@ -1,9 +1,9 @@
 """Training throughput of TE-TNP / TE-PT-TNP at the paper's 1-D GP size (CPU).
 
 Batch 16 from ``gp-te-tnp`` (Nc ~ U{1..64} padded to 64, Nt = 128), paper model size
-(Dz 128, 5 layers, 8 heads x 16, kernel MLP 2 x 128). A self-contained ``tf.function``
-train step: negative mean log-likelihood, AdamW (lr 5e-4, weight decay 1e-4), global
-gradient-norm clipping at 0.5. Batches are pre-sampled, so the model step alone is
+(Dz 128, 5 layers, 8 heads x 16, kernel MLP 2 x 128). The library's train step
+(``Trainer._step``): negative mean log-likelihood, AdamW (lr 5e-4, weight decay 1e-4),
+global gradient-norm clipping at 0.5. Batches are pre-sampled, so the model step alone is
 timed. Each configuration runs in a fresh subprocess (its own peak RSS).
 
     python benchmarks/te_train_throughput.py                       # te-tnp, te-pt-tnp; XLA off/on
@@ -24,27 +24,18 @@ import time
 
 
 def run_config(args, model_name, xla):
-    import keras
     import tensorflow as tf
 
-    from taylorformer import registry
-    from taylorformer.builder import build_model
-    from taylorformer.inference import loglik
+    from taylorformer import registry, training
 
-    keras.utils.set_random_seed(0)
     task = registry.get("task", "gp-te-tnp")()
-    model = build_model(model_name, **json.loads(args.override))
-    optimizer = keras.optimizers.AdamW(learning_rate=5e-4, weight_decay=1e-4)
-    optimizer.build(model.trainable_variables)
+    cfg = training.TrainConfig(batch_size=args.batch_size, learning_rate=5e-4, weight_decay=1e-4,
+                               jit_compile=xla, seed=0)
+    trainer = training.Trainer({"preset": model_name, **json.loads(args.override)}, task, cfg, out_dir=None)
+    model = trainer.model
 
-    @tf.function(jit_compile=xla)
     def step(batch):
-        with tf.GradientTape() as tape:
-            loss = -tf.reduce_mean(tf.cast(loglik(model, batch, training=True), tf.float32))
-        grads = tape.gradient(loss, model.trainable_variables)
-        grads, _ = tf.clip_by_global_norm(grads, 0.5)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+        return trainer._step(batch)[0]
 
     batches = [{k: tf.constant(v) for k, v in b.items()} for b in
                task.dataset("train", batch_size=args.batch_size).take(args.warmup + args.steps)]

@@ -91,7 +91,7 @@ def table(results):
                      + " | ".join(cells) + " |")
     if "gt_loglik" in results[0]["variants"][0]:
         cells = [f"{v['gt_loglik']['mean']:.3f}" for v in results[0]["variants"]]
-        lines.append("| exact GP | | | " + " | ".join(cells) + " |")
+        lines.append("| exact GP | | | | " + " | ".join(cells) + " |")  # no params, steps, time
     return "\n".join(lines)
 
 

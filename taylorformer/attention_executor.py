@@ -186,7 +186,10 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
             delta = tf.reduce_sum(do_t * out_t, -1)  # rowsum(dO * O): [nqt,B,H,tq]
 
             def key_tile(j, dq_acc, dk_tas, dv_ta, dvar):
-                def query_tile(i, dk, dv, dvar, dq_tas):
+                # dV^T = dO^T P, accumulated as [B,H,dv,tk] and transposed once per key
+                # tile: XLA:CPU runs P^T dO (transposing the large [tq,tk] operand) at
+                # about half the speed (benchmarks/block_matmul_rates.py)
+                def query_tile(i, dk, dv_t, dvar, dq_tas):
                     qi, kj = tiles(i, j)
                     sources = qi[:len(qs_t)] + kj[:len(ks_t)]  # not the constant positions
                     with tf.GradientTape() as tape:
@@ -200,16 +203,17 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                     g = [tf.cast(tf.convert_to_tensor(x), tf.float32) for x in g]
                     gq, gk, gvar = g[:len(qs_t)], g[len(qs_t):len(sources)], g[len(sources):]
                     return ([a + b for a, b in zip(dk, gk)],
-                            dv + tf.matmul(p, do_t[i], transpose_a=True),
+                            dv_t + tf.matmul(do_t[i], p, transpose_a=True),
                             [a + b for a, b in zip(dvar, gvar)],
                             [ta.write(i, x) for ta, x in zip(dq_tas, gq)])
 
-                dk, dv, dvar, dq_tas = loop(nqt, query_tile, (
-                    [tf.zeros(dims(x)[1:]) for x in ks_t], tf.zeros(dims(v_t)[1:]), dvar,
+                dv_t_shape = dims(v_t)[1:3] + [dims(v_t)[4], dims(v_t)[3]]  # [B,H,dv,tk]
+                dk, dv_t, dvar, dq_tas = loop(nqt, query_tile, (
+                    [tf.zeros(dims(x)[1:]) for x in ks_t], tf.zeros(dv_t_shape), dvar,
                     [tensor_array(nqt, x.shape[1:]) for x in qs_t]))
                 return ([a + ta.stack() for a, ta in zip(dq_acc, dq_tas)],
                         [ta.write(j, x) for ta, x in zip(dk_tas, dk)],
-                        dv_ta.write(j, dv), dvar)
+                        dv_ta.write(j, tf.linalg.matrix_transpose(dv_t)), dvar)
 
             dq_acc, dk_tas, dv_ta, dvar = loop(nkt, key_tile, (
                 [tf.zeros(dims(x)) for x in qs_t],

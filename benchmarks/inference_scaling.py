@@ -2,7 +2,9 @@
 
 Every configuration runs in a fresh subprocess, so its peak RSS (``resource.getrusage``
 max RSS, a high-water mark that includes TensorFlow, the model and XLA compilation) is
-its own. In that process the model (the ``bsa-tnp`` preset at the paper's size, random
+its own. A first child measures the framework's floor (TensorFlow, TFP and one tiny XLA
+compilation); ``above floor`` is a configuration's peak minus it, the memory of the model
+and its compiled code, comparable across frameworks with different floors. In that process the model (the ``bsa-tnp`` preset at the paper's size, random
 weights, dim_x = 2) is built, one call compiles (``first_s``), then the best of
 ``--repeats`` calls is reported (``wall_s``, and ``cpu_s``: CPU seconds of the whole
 process in that call, all threads). Inputs: batch 1, locations ~ U[-2, 2]^2, y ~ N(0, 1).
@@ -12,8 +14,8 @@ softmax, O(tile^2) memory per head); ``dense`` = one [B, H, Nc + Nt, Nc] logits 
 layer, run only while Nc * (Nc + Nt) <= ``--dense-max-pairs``.
 
 ``--train``: one step of the library's trainer (loss = -mean log-likelihood, gradients,
-global-norm clipping 0.5, AdamW update) at batch 8, Nc = 512, Nt = 1024, tiled path (tiles of 128 at batch 8, recomputation in the
-backward pass).
+global-norm clipping 0.5, AdamW update) at batch 8, Nc = 512, Nt = 1024, tiled path
+(tiles of 128 at batch 8, recomputation in the backward pass).
 
     .venv/bin/python benchmarks/inference_scaling.py                    # default sizes
     .venv/bin/python benchmarks/inference_scaling.py --sizes 20000x100000 --paths tiled
@@ -71,6 +73,18 @@ def _timed(fn, repeats):
         sample = (time.perf_counter() - w, time.process_time() - c)
         best = sample if best is None or sample[0] < best[0] else best
     return best
+
+
+def child_floor():
+    """The framework's own peak RSS: TensorFlow, TFP and one tiny XLA compilation (what
+    every configuration pays before the model; ``above floor`` = peak minus this)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    tfp.distributions.Normal(0.0, 1.0).log_prob(0.0).numpy()
+    tf.function(lambda x: tf.exp(x) * 2.0, jit_compile=True)(tf.ones(3)).numpy()
+    return {"peak_mib": rss_mib()}
 
 
 def child_infer(nc, nt, path, xla, tile, repeats, layers=6):
@@ -158,44 +172,48 @@ def main():
     if args.child:
         job = json.loads(args.child)
         kind = job.pop("kind")
-        print(json.dumps(child_infer(**job) if kind == "infer" else child_train(**job)))
+        child = {"infer": child_infer, "train": child_train, "floor": child_floor}[kind]
+        print(json.dumps(child(**job)))
         return
     env = child_env(args.vector_width)
     print(f"bsa-tnp preset ({args.layers} KRBlocks, 4 heads x 32, 5 RBF basis), batch 1; python {sys.version.split()[0]}; "
           f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"XLA_FLAGS={env.get('XLA_FLAGS', '')!r}")
-    print("| Nc | Nt | path | XLA | wall s | CPU s | first call s | peak RSS MiB | base RSS MiB | ns/pair/block (wall) |")
-    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    floor = run_child({"kind": "floor"}, args.timeout, env).get("peak_mib", float("nan"))
+    print(f"framework floor (import tensorflow + tensorflow_probability, one tiny XLA "
+          f"compilation): {floor:.0f} MiB peak RSS")
+    print("| Nc | Nt | path | XLA | wall s | CPU s | first call s | peak RSS MiB | above floor MiB | base RSS MiB | ns/pair/block (wall) |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes:
         nc, nt = (int(v) for v in size.lower().split("x"))
         for xla in args.xla:
             for path in args.paths:
                 if path == "dense" and nc * (nc + nt) > args.dense_max_pairs:
                     print(f"| {nc} | {nt} | dense | {bool(xla)} | skipped: Nc*(Nc+Nt) = {nc * (nc + nt):.2g} "
-                          f"pairs per layer exceeds --dense-max-pairs | | | | | |", flush=True)
+                          f"pairs per layer exceeds --dense-max-pairs | | | | | | |", flush=True)
                     continue
                 repeats = args.repeats if nc * (nc + nt) <= 3e7 else 1
                 r = run_child({"kind": "infer", "nc": nc, "nt": nt, "path": path, "xla": bool(xla),
                                "tile": args.tile, "repeats": repeats,
                                "layers": args.layers}, args.timeout, env)
                 if "error" in r:
-                    print(f"| {nc} | {nt} | {path} | {bool(xla)} | {r['error']} | | | | | |", flush=True)
+                    print(f"| {nc} | {nt} | {path} | {bool(xla)} | {r['error']} | | | | | | |", flush=True)
                     continue
                 print(f"| {nc} | {nt} | {path} | {bool(xla)} | {r['wall_s']:.3f} | {r['cpu_s']:.3f} | "
-                      f"{r['first_s']:.1f} | {r['peak_mib']:.0f} | {r['base_mib']:.0f} | "
-                      f"{ns_per_pair(r, nc, nt, args.layers):.1f} |", flush=True)
+                      f"{r['first_s']:.1f} | {r['peak_mib']:.0f} | {r['peak_mib'] - floor:.0f} | "
+                      f"{r['base_mib']:.0f} | {ns_per_pair(r, nc, nt, args.layers):.1f} |", flush=True)
     if args.train:
         print("\nTraining step, batch 8, Nc = 512, Nt = 1024 (tiled, AdamW, clip 0.5)")
-        print("| XLA | wall s | CPU s | first call s | peak RSS MiB | base RSS MiB |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print("| XLA | wall s | CPU s | first call s | peak RSS MiB | above floor MiB | base RSS MiB |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
         for xla in args.xla:
             r = run_child({"kind": "train", "xla": bool(xla), "repeats": args.repeats,
                            "tile": args.train_tile}, args.timeout, env)
             if "error" in r:
-                print(f"| {bool(xla)} | {r['error']} | | | | |", flush=True)
+                print(f"| {bool(xla)} | {r['error']} | | | | | |", flush=True)
                 continue
             print(f"| {bool(xla)} | {r['wall_s']:.3f} | {r['cpu_s']:.3f} | {r['first_s']:.1f} | "
-                  f"{r['peak_mib']:.0f} | {r['base_mib']:.0f} |", flush=True)
+                  f"{r['peak_mib']:.0f} | {r['peak_mib'] - floor:.0f} | {r['base_mib']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ A spec names registry components::
 distribution provided each component (``provenance``); the resolved spec is the
 model's Keras config, so ``model.save`` / :func:`load_model` rebuild it exactly.
 """
+import contextlib
 import copy
 import json
 import os
@@ -153,15 +154,31 @@ def build_model(spec, name=None, **overrides):
     missing distribution when a saved spec needs a plugin that is not installed.
     """
     resolved = _resolve_with_plugin_hint(spec, overrides)
-    if resolved["dtype_policy"]:
-        import keras
-
-        keras.mixed_precision.set_global_policy(resolved["dtype_policy"])
     cls = _model_class(resolved["kind"])
     kwargs = {"name": name} if name else {}
-    model = cls(resolved, **kwargs)
-    model(model.dummy_batch())  # create the variables now: summaries and loading need them
+    with dtype_policy_scope(resolved["dtype_policy"]):
+        model = cls(resolved, **kwargs)
+        model(model.dummy_batch())  # create the variables now: summaries and loading need them
     return model
+
+
+@contextlib.contextmanager
+def dtype_policy_scope(policy):
+    """Keras' global dtype policy set to ``policy`` (a name such as ``"mixed_bfloat16"``;
+    ``None``: unchanged) inside the block, restored after it. Each layer keeps the policy
+    it was created with, so a model built inside the block keeps it, and models built
+    later in the process are not affected."""
+    if not policy:
+        yield
+        return
+    import keras
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 def _resolve_with_plugin_hint(spec, overrides):

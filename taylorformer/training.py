@@ -128,8 +128,6 @@ class Trainer:
         self.cfg, self.task, self.out_dir = cfg, task, out_dir
         self.task_name, self.task_config = task_name, task_config or {}
         keras.utils.set_random_seed(cfg.seed)
-        if cfg.dtype_policy:
-            keras.mixed_precision.set_global_policy(cfg.dtype_policy)
         self.strategy = make_strategy(cfg.strategy)
         overrides = {"dim_x": task.dim_x, "dim_y": task.dim_y}
         if cfg.dtype_policy:

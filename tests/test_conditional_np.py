@@ -132,16 +132,19 @@ def test_bad_batches_raise_clear_errors():
         model(random_batch(rng, dx=2))
 
 
-def test_mixed_bfloat16_policy_keeps_float32_likelihood():
+def test_mixed_bfloat16_policy_keeps_float32_likelihood_and_stays_with_the_model(tmp_path):
     import keras
 
-    try:
-        model = small("tnp-d", dtype_policy="mixed_bfloat16")
-        params = model(random_batch(np.random.default_rng(6)))
-        assert params["loc"].dtype.name == "float32"
-        assert model.encoder.attn[0].compute_dtype == "bfloat16"
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
+    model = small("tnp-d", dtype_policy="mixed_bfloat16")
+    assert keras.config.dtype_policy().name == "float32"  # the process default is untouched
+    params = model(random_batch(np.random.default_rng(6)))
+    assert params["loc"].dtype.name == "float32"
+    assert model.encoder.attn[0].compute_dtype == "bfloat16"
+    assert small("tnp-d").encoder.attn[0].compute_dtype == "float32"  # built afterwards
+    model.save(tmp_path / "mixed.keras")
+    loaded = tfm.load_model(tmp_path / "mixed.keras")
+    assert loaded.encoder.attn[0].compute_dtype == "bfloat16"
+    assert keras.config.dtype_policy().name == "float32"
 
 
 def test_pad_tasks_pads_feature_groups_with_their_set():

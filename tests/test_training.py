@@ -46,6 +46,19 @@ def test_xla_and_cosine_schedule(tmp_path):
     np.testing.assert_allclose(lr, expect, rtol=1e-4)
 
 
+def test_mixed_bfloat16_training_step_leaves_the_global_policy_alone(tmp_path):
+    import keras
+
+    trainer = training.train(TINY, "gp", task_config=TASK, out_dir=str(tmp_path / "r"), steps=3,
+                             batch_size=4, dtype_policy="mixed_bfloat16", val_every=3,
+                             val_batches=1, verbose=0)
+    assert trainer.model.encoder.attn[0].compute_dtype == "bfloat16"
+    assert all(v.dtype == "float32" for v in trainer.model.trainable_variables)
+    assert keras.config.dtype_policy().name == "float32"
+    with open(tmp_path / "r" / "metrics.csv") as fh:
+        assert np.isfinite(float(list(csv.DictReader(fh))[-1]["train_loss"]))
+
+
 def test_cli_train_evaluate_plot(tmp_path, capsys):
     spec = tmp_path / "tiny.json"
     spec.write_text(json.dumps(TINY))

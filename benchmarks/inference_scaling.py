@@ -4,7 +4,8 @@ Every configuration runs in a fresh subprocess, so its peak RSS (``resource.getr
 max RSS, a high-water mark that includes TensorFlow, the model and XLA compilation) is
 its own. A first child measures the framework's floor (TensorFlow, TFP and one tiny XLA
 compilation); ``above floor`` is a configuration's peak minus it, the memory of the model
-and its compiled code, comparable across frameworks with different floors. In that process the model (the ``bsa-tnp`` preset at the paper's size, random
+and its compiled code, comparable across frameworks with different floors. In each
+configuration's process the model (the ``bsa-tnp`` preset at the paper's size, random
 weights, dim_x = 2) is built, one call compiles (``first_s``), then the best of
 ``--repeats`` calls is reported (``wall_s``, and ``cpu_s``: CPU seconds of the whole
 process in that call, all threads). Inputs: batch 1, locations ~ U[-2, 2]^2, y ~ N(0, 1).

@@ -40,7 +40,8 @@ softmax and recomputation in the backward pass, so memory is O(tile^2) per head;
 ``tile_size=<int>`` forces tiles of that size. Squared distances are formed from
 per-pair differences of float32 positions (not from ``|p|^2 + |p'|^2 - 2 p.p'``, which
 cancels catastrophically far from the origin), so a shift of all positions changes the
-logits only through the rounding of the shifted inputs themselves. Positions stay float32 under mixed precision.
+logits only through the rounding of the shifted inputs themselves. Positions stay float32
+under mixed precision.
 
 Gradients: positions are data by default (``position_gradients=False``): no gradient
 flows to them (``None``), which spares the backward pass a reduction per pair;
@@ -323,10 +324,9 @@ class BiasedAttention(Attention):
         fq, fk = self.features(q_pos), self.features(k_pos)
         q, k, v = (self._heads(self.q_proj(queries)), self._heads(self.k_proj(keys)),
                    self._heads(self.v_proj(keys)))
-        # tile None: choose_tile saw static sizes within dense_pairs, so attend runs dense
-        return attention_executor.attend(self.score, q, k, v, fq, fk, key_mask, pair_mask_fn,
-                                         tile_size=self.tiling(q, k), dense_threshold=1 << 62,
-                                         position_grads=self.position_gradients)
+        return attention_executor.attend_with_tile(self.score, q, k, v, fq, fk, key_mask,
+                                                   pair_mask_fn, tile=self.tiling(q, k),
+                                                   position_grads=self.position_gradients)
 
     def get_config(self):
         return {**super().get_config(), "groups": [{k: g[k] for k in ("name", "dims", "basis", "distance", "coords")}

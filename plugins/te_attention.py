@@ -280,9 +280,8 @@ class TEAttention(Attention):
                 q_pos_in = tf.concat([q_pos, tf.cast(query_mask, tf.float32)[..., None]], -1)
             if with_k:
                 k_pos_in = tf.concat([k_pos, tf.cast(key_mask, tf.float32)[..., None]], -1)
-        # tile None: choose_tile saw static sizes within dense_pairs, so attend runs dense
-        heads = attention_executor.attend(score, q, k, v, q_pos_in, k_pos_in, key_mask, pair_mask_fn,
-                                          tile_size=tile, dense_threshold=1 << 62)
+        heads = attention_executor.attend_with_tile(score, q, k, v, q_pos_in, k_pos_in, key_mask,
+                                                    pair_mask_fn, tile=tile)
         out = self.merge_heads(heads)
         if not self.location_update:
             return out

@@ -195,12 +195,15 @@ def _draw(prior, rng):
 
 
 # ----------------------------------------------------------------------------- task
+#: per-task exact-GP ceilings a GP-style batch carries, each ``[B]`` float32
+CEILING_KEYS = ("gt_loglik", "gt_loglik_joint")
+
+
 def ceiling_signature():
-    """``tf.TensorSpec`` of the per-task ceilings ``gt_loglik``, ``gt_loglik_joint`` ``[B]``."""
+    """``tf.TensorSpec`` of the per-task ceilings (:data:`CEILING_KEYS`)."""
     import tensorflow as tf
 
-    spec = tf.TensorSpec([None], tf.float32)
-    return {"gt_loglik": spec, "gt_loglik_joint": spec}
+    return {key: tf.TensorSpec([None], tf.float32) for key in CEILING_KEYS}
 
 
 class GPTask(Task):
@@ -293,8 +296,7 @@ class GPTask(Task):
         """Batch dict: ``xc [B, maxNc, Dx]``, ``yc``, ``xt [B, maxNt, Dx]``, ``yt``, masks,
         ``gt_loglik [B]``, ``gt_loglik_joint [B]`` (float32)."""
         b = batch_size
-        out = empty_batch(b, self.max_context, self.max_target, self.dim_x, 1,
-                          ("gt_loglik", "gt_loglik_joint"))
+        out = empty_batch(b, self.max_context, self.max_target, self.dim_x, 1, CEILING_KEYS)
         for i in range(b):
             kind, params = self.sample_hyperparameters(rng)
             nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))

@@ -52,8 +52,8 @@ from taylorformer.batch import empty_batch
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import Task, count_range, split_names
-from taylorformer.tasks.gp import (JITTER, GPTask, ceiling_signature, gp_posterior_loglik,
-                                   loglik_from_cholesky, sample_gp)
+from taylorformer.tasks.gp import (CEILING_KEYS, JITTER, GPTask, ceiling_signature,
+                                   gp_posterior_loglik, loglik_from_cholesky, sample_gp)
 
 GP2D_DOMAINS = ("train", "shifted", "scaled", "multires")
 SIR_DOMAINS = ("train", "shifted", "scaled")
@@ -256,7 +256,7 @@ class GenericSpatialTask(Task):
 
     def sample(self, rng, batch_size, split):
         b, dx = batch_size, self.num_fixed
-        out = empty_batch(b, self.max_context, self.max_target, dx, 1, ("gt_loglik", "gt_loglik_joint"))
+        out = empty_batch(b, self.max_context, self.max_target, dx, 1, CEILING_KEYS)
         out["sc"] = np.zeros((b, self.max_context, 2), np.float32)
         out["st"] = np.zeros((b, self.max_target, 2), np.float32)
         for i in range(b):
@@ -364,8 +364,7 @@ class SphereGPTask(Task):
 
     def sample(self, rng, batch_size, split):
         b = batch_size
-        out = empty_batch(b, self.max_context, self.max_target, self.dim_x, 1,
-                          ("gt_loglik", "gt_loglik_joint"))
+        out = empty_batch(b, self.max_context, self.max_target, self.dim_x, 1, CEILING_KEYS)
         rotate = self.rotation is not None and split in self.rotate_splits
         for i in range(b):
             nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))

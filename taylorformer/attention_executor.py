@@ -58,12 +58,21 @@ def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_f
     """
     if tile_size is None:
         nq, nk = q.shape[2], k.shape[2]
-        if nq is not None and nk is not None and nq * nk <= dense_threshold:
-            return dense_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
-                                position_grads=position_grads)
-        tile_size = choose_tile(q, k, dense_pairs=-1, tile_pairs=DEFAULT_TILE_PAIRS)
+        if nq is None or nk is None or nq * nk > dense_threshold:
+            tile_size = choose_tile(q, k, dense_pairs=-1, tile_pairs=DEFAULT_TILE_PAIRS)
+    return attend_with_tile(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
+                            tile=tile_size, position_grads=position_grads)
+
+
+def attend_with_tile(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
+                     tile=None, position_grads=True):
+    """``dense_attend`` when ``tile`` is None, else ``tiled_attend`` with square tiles of
+    ``tile`` (args as ``attend``): for plugins that pick the path with :func:`choose_tile`."""
+    if tile is None:
+        return dense_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
+                            position_grads=position_grads)
     return tiled_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
-                        tile_q=tile_size, tile_k=tile_size, position_grads=position_grads)
+                        tile_q=tile, tile_k=tile, position_grads=position_grads)
 
 
 def choose_tile(q, k, tile_size=None, dense_pairs=DEFAULT_DENSE_THRESHOLD, tile_pairs=1 << 20,

@@ -41,7 +41,7 @@ def main():
     args = parser.parse_args()
 
     from taylorformer import runs, training
-    from taylorformer.builder import deep_merge
+    from taylorformer.spec import deep_merge
 
     task_config = json.loads(args.task_config)
     overrides = json.loads(args.model_overrides)

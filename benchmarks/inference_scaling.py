@@ -47,7 +47,7 @@ def _setup():
     import numpy as np
     import tensorflow as tf
 
-    from taylorformer.builder import build_model
+    from taylorformer.models import build_model
 
     return np, tf, build_model
 

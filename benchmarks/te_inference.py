@@ -50,8 +50,8 @@ def run_config(model_name, nc, nt, mode, override):
     import numpy as np
     import tensorflow as tf
 
-    from taylorformer.builder import build_model
-    from taylorformer.builder import deep_merge
+    from taylorformer.models import build_model
+    from taylorformer.spec import deep_merge
 
     spec = json.loads(override)
     if mode == "dense":

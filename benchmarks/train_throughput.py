@@ -24,8 +24,9 @@ def run_config(args, xla):
     import tensorflow as tf
 
     from taylorformer import training
+    from taylorformer.task import make_task
 
-    task = training.make_task(args.task)
+    task = make_task(args.task)
     cfg = training.TrainConfig(steps=args.steps, batch_size=args.batch_size, jit_compile=xla, seed=0)
     trainer = training.Trainer(args.model, task, cfg, out_dir="/tmp/taylorformer-bench")
     batches = list(task.dataset("train", batch_size=args.batch_size).take(args.warmup + args.steps))

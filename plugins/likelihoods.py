@@ -1,4 +1,4 @@
-"""Built-in likelihood heads: ``normal``, ``student-t``, ``mixture``.
+"""Likelihood heads (plugin ``builtin-likelihoods``): ``normal``, ``student-t``, ``mixture``.
 
 Protocol of a likelihood (kind ``likelihood``): a class built with its options, with
 
@@ -13,6 +13,7 @@ The network emits raw tensors; only these objects touch tensorflow-probability
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
 
 tfd = tfp.distributions
@@ -27,7 +28,7 @@ class Normal:
 
     def __init__(self, min_scale=1e-3):
         if not min_scale >= 0:
-            raise ValueError(f"normal likelihood: min_scale must be >= 0, got {min_scale!r}")
+            raise SpecError(f"normal likelihood: min_scale must be >= 0, got {min_scale!r}")
         self.min_scale = float(min_scale)
 
     def num_params(self, dim_y):
@@ -65,7 +66,7 @@ class Mixture:
 
     def __init__(self, components=3, min_scale=1e-3):
         if int(components) < 1:
-            raise ValueError(f"mixture likelihood: components must be >= 1, got {components!r}")
+            raise SpecError(f"mixture likelihood: components must be >= 1, got {components!r}")
         self.components, self.min_scale = int(components), float(min_scale)
 
     def num_params(self, dim_y):

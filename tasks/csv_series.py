@@ -37,8 +37,6 @@ from taylorformer.task import Task
 DATA_DIR_ENV = "TAYLORFORMER_DATA_DIR"
 NAN_POLICIES = ("error", "drop", "ffill")
 SPLITS = ("train", "val", "test")
-CONFIG_KEYS = ("path", "target_columns", "date_column", "column_names", "split",
-               "context_length", "horizon", "eval_stride", "nan_policy")
 MAX_LISTED = 10  # rows/values quoted in an error message
 
 
@@ -111,12 +109,7 @@ class CSVSeriesTask(Task):
 
     def __init__(self, path=None, target_columns=None, date_column=None, column_names=None,
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,
-                 nan_policy="error", **unknown):
-        if unknown:
-            hints = [f"{k!r} (did you mean {', '.join(map(repr, close_matches(k, CONFIG_KEYS)))}?)"
-                     if close_matches(k, CONFIG_KEYS) else repr(k) for k in unknown]
-            raise SpecError(f"unknown csv task option(s) {', '.join(hints)}; "
-                            f"valid options: {', '.join(CONFIG_KEYS)}")
+                 nan_policy="error"):
         if path is None:
             raise SpecError("csv task needs path= (a CSV file)")
         self.context_length = _positive_int("context_length", context_length)

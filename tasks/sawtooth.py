@@ -34,7 +34,7 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import SpecError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import (Task, box_config, check_config, count_range, input_box, input_shift,
+from taylorformer.task import (Task, box_config, check_dim_x, count_range, input_box, input_shift,
                                split_names)
 
 
@@ -78,8 +78,8 @@ class SawtoothTask(Task):
     def __init__(self, *, dim_x=1, freq=(3.0, 5.0), noise=0.1, num_context=(1, 64),
                  num_target=128, context_range=(-2.0, 2.0), target_range=None,
                  restricted=False, rotation=None, rotation_splits=("test",), shift=0.0,
-                 shift_splits=("test",), **unknown):
-        check_config(SawtoothTask, unknown, dim_x, owner="sawtooth task")
+                 shift_splits=("test",)):
+        check_dim_x(dim_x, owner="sawtooth task")
         self.dim_x = dim_x
         self.freq = _float_range("freq", freq, 1e-12)
         if not (isinstance(noise, (int, float)) and not isinstance(noise, bool) and noise >= 0):

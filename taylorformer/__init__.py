@@ -19,9 +19,9 @@ from taylorformer.hookspecs import hookimpl
 __version__ = "0.1.0"
 
 _LAZY = {
-    "build_model": "taylorformer.builder",
-    "resolve_spec": "taylorformer.builder",
-    "load_model": "taylorformer.builder",
+    "build_model": "taylorformer.models",
+    "resolve_spec": "taylorformer.spec",
+    "load_model": "taylorformer.models",
     "loglik": "taylorformer.inference",
     "predict": "taylorformer.inference",
 }

@@ -2,33 +2,51 @@
 
 A score function maps one (query tile, key tile) pair to logits::
 
-    score_fn(q [B,H,tq,dq], k [B,H,tk,dk], q_pos [B,tq,P] | None, k_pos [B,tk,P] | None)
-        -> logits [B,H,tq,tk]
+    score_fn(q [B,H,tq,dq], k [B,H,tk,dk], q_pos, k_pos, q_valid, k_valid) -> [B,H,tq,tk]
 
-It may read trainable ``tf.Variable``s (e.g. the MLP of a Keras layer). ``attend`` runs it
-densely for small problems and tile by tile (online softmax, recomputation in the backward
-pass, memory O(tile^2) per head in forward and backward) for large ones; both paths give
-the same values and gradients (w.r.t. q, k, v, positions and the score's variables).
+``q_pos``/``k_pos`` are the tile's rows of the positions handed to :func:`attend` (a
+tensor ``[B, N, ...]`` or any nest of them, e.g. a dict of per-group features; ``None``
+if none were given). ``q_valid [B,tq]`` / ``k_valid [B,tk]`` are bool (False = padded
+query / key) or ``None`` when no ``query_mask`` / ``key_mask`` was given. A score may skip
+work on invalid pairs: their logits are masked (keys) or never read (queries). It may
+read trainable ``tf.Variable``s (e.g. the MLP of a Keras layer).
 
-Conventions: ``key_mask`` [B,Nk] (1/True = real key); ``pair_mask_fn(q_index [tq],
-k_index [tk]) -> bool [tq,tk]`` from GLOBAL int32 indices (True = allowed), e.g. causal.
-A query row with no allowed key returns exactly 0. Softmax statistics are float32 for
-every input dtype; the output has ``v``'s dtype.
+An optional update function averages per-pair values over the keys a query may attend
+to, with the attention weights as input (TE-TNP's location update)::
+
+    update_fn(weights [B,H,tq,tk] float32, q_pos, k_pos) -> [B,tq,tk,U]
+    update[b, n] = mean over allowed keys m of update_fn(...)[b, n, m]        [B,Nq,U]
+
+:func:`attend` runs both densely or tile by tile (online softmax; the backward pass
+recomputes every block, flash-attention style, so memory is O(tile^2) per head), with
+the same values and gradients (w.r.t. q, k, v, positions and the variables read).
+:func:`choose_tile` is the one rule that picks the path from the memory a block of
+pairs takes.
+
+Conventions: ``key_mask`` [B,Nk] (1/True = real key); ``query_mask`` [B,Nq] (1/True =
+real query; a hint for the score, the output of a padded query is unspecified);
+``pair_mask_fn(q_index [tq], k_index [tk]) -> bool [tq,tk]`` from GLOBAL int32 indices
+(True = allowed), e.g. causal. A query row with no allowed key returns exactly 0 (and a
+0 update). Softmax statistics are float32 for every input dtype; the output has ``v``'s
+dtype, the update float32.
 """
 import math
 
 import tensorflow as tf
-# stop_recording keeps an active tape from storing the tiled forward's intermediates
-# (what tf.recompute_grad does); the custom gradient recomputes them tile by tile.
-from tensorflow.python.eager import record
 
-DEFAULT_TILE = 512  # tiled_attend's default
-#: attend() picking its own tile: about this many (query, key) pairs per [B, tile, tile]
-#: block: 512 at B = 1, 128 at B = 16. TNP-D forward at Nc = Nt = 1000, batch 16, 2-core
-#: CPU, XLA, three alternating runs each: 1.18-1.28 s with tiles of 128 vs 1.24-1.44 s
-#: with 512, and 1.45 instead of 1.7 GB peak RSS.
-DEFAULT_TILE_PAIRS = 1 << 18
-DEFAULT_DENSE_THRESHOLD = 1 << 20
+from taylorformer.tf_compat import stop_recording
+
+#: the tiling rule (:func:`choose_tile`): dense while the dense block of pair values
+#: takes at most DENSE_BYTES; otherwise tiles whose [B, tile, tile] blocks take about
+#: TILE_BYTES. With ``pair_floats`` = the floats a score materialises per (query, key)
+#: pair, these reproduce the measured choices of every built-in: tiles of 512 at B = 1
+#: and 128 at B = 16 for 8-head dot-product attention (2^18 pairs; TNP-D forward at
+#: Nc = Nt = 1000, batch 16, XLA: 1.18-1.28 s with 128 vs 1.24-1.44 s with 512), 128 at
+#: B = 1 for TE attention's pair MLP (136 floats per pair) and 256 at B = 1 / 128 at
+#: B = 8 for BSA-TNP's biases (24 floats per pair; docs/benchmarks.md).
+DENSE_BYTES = 1 << 27
+TILE_BYTES = 1 << 23
+MIN_TILE, MAX_TILE = 16, 1024
 _NEG = -1e30  # finite stand-in for -inf: masked logits and the initial running max
 
 
@@ -40,90 +58,96 @@ def mha_score(q_tile, k_tile, *_):
     return tf.matmul(q_tile, k_tile, transpose_b=True) * tf.cast(scale, q_tile.dtype)
 
 
-def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
-           tile_size=None, dense_threshold=DEFAULT_DENSE_THRESHOLD, position_grads=True):
-    """Multi-head attention with a pluggable score function.
+def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None):
+    """The tiling rule: ``None`` (run dense) or a tile size for ``q [B,H,Nq,d]``, ``k [B,H,Nk,d]``.
 
-    q: [B,H,Nq,dq], k: [B,H,Nk,dk], v: [B,H,Nk,dv]; q_pos: [B,Nq,P] | None,
-    k_pos: [B,Nk,P] | None (locations handed to ``score_fn``); key_mask: [B,Nk] float/bool,
-    1 = real key (None = all real); pair_mask_fn: callable(q_index [tq] int32, k_index [tk]
-    int32) -> bool [tq,tk], True = allowed (global indices, e.g. causal).
-    score_fn(q_tile, k_tile, q_pos_tile | None, k_pos_tile | None) -> logits [B,H,tq,tk].
-    Returns [B,H,Nq,dv]; a query row whose keys are all masked is exactly 0 (never NaN).
-    tile_size=None: dense when the static Nq*Nk <= dense_threshold, else (also when Nq or
-    Nk is not static) tiled, with a tile from the batch size (``DEFAULT_TILE_PAIRS``); an
-    int forces tiling with that tile.
-    position_grads=False: the positions are data (no gradient flows to them: ``None``), which
-    spares the tiled backward pass the score's derivative w.r.t. them.
-    """
-    if tile_size is None:
-        nq, nk = q.shape[2], k.shape[2]
-        if nq is None or nk is None or nq * nk > dense_threshold:
-            tile_size = choose_tile(q, k, dense_pairs=-1, tile_pairs=DEFAULT_TILE_PAIRS)
-    return attend_with_tile(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
-                            tile=tile_size, position_grads=position_grads)
-
-
-def attend_with_tile(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
-                     tile=None, position_grads=True):
-    """``dense_attend`` when ``tile`` is None, else ``tiled_attend`` with square tiles of
-    ``tile`` (args as ``attend``): for plugins that pick the path with :func:`choose_tile`."""
-    if tile is None:
-        return dense_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
-                            position_grads=position_grads)
-    return tiled_attend(score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn,
-                        tile_q=tile, tile_k=tile, position_grads=position_grads)
-
-
-def choose_tile(q, k, tile_size=None, dense_pairs=DEFAULT_DENSE_THRESHOLD, tile_pairs=1 << 20,
-                min_tile=16, max_tile=1024):
-    """``None`` (run dense) or a tile size for ``q [B,H,Nq,d]``, ``k [B,H,Nk,d]``.
-
-    Dense while the static ``B * Nq * Nk <= dense_pairs``; otherwise a power-of-two tile
-    with about ``tile_pairs`` (query, key) pairs per ``[B, tile, tile]`` block, clipped to
-    ``[min_tile, max_tile]`` (an unknown B counts as 8). An explicit ``tile_size`` wins.
-    ``attend`` uses it with ``DEFAULT_TILE_PAIRS``; plugins whose score is costly per pair
-    (e.g. an MLP) pass their own budgets, so that block memory stays bounded.
+    ``pair_floats``: float32 values the score materialises per (query, key) pair (default
+    H, the logits). Dense while the static ``B * Nq * Nk * pair_floats * 4`` bytes are at
+    most :data:`DENSE_BYTES` (or ``B * Nq * Nk <= dense_pairs`` when given); otherwise (also
+    for sizes unknown at trace time) a power-of-two tile whose ``[B, tile, tile]`` blocks
+    take about :data:`TILE_BYTES`, clipped to ``[MIN_TILE, MAX_TILE]`` (an unknown B counts
+    as 8). An explicit ``tile_size`` wins.
     """
     if tile_size is not None:
-        return tile_size
-    b, nq, nk = q.shape[0], q.shape[2], k.shape[2]
-    if None not in (b, nq, nk) and b * nq * nk <= dense_pairs:
-        return None
-    tile = 2 ** round(math.log2(math.sqrt(tile_pairs / (b or 8))))
-    return int(min(max_tile, max(min_tile, tile)))
+        return int(tile_size)
+    b, h, nq, nk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    floats = pair_floats or h or 8
+    if None not in (b, nq, nk):
+        pairs = b * nq * nk
+        if pairs <= (dense_pairs if dense_pairs is not None else DENSE_BYTES / (4 * floats)):
+            return None
+    tile = 2 ** round(math.log2(math.sqrt(TILE_BYTES / (4 * floats * (b or 8)))))
+    return int(min(MAX_TILE, max(MIN_TILE, tile)))
 
 
-def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
-                 position_grads=True):
+def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, query_mask=None,
+           pair_mask_fn=None, tile="auto", pair_floats=None, position_grads=True, update_fn=None):
+    """Multi-head attention with a pluggable score function (see the module docstring).
+
+    q: [B,H,Nq,dq], k: [B,H,Nk,dk], v: [B,H,Nk,dv]; q_pos / k_pos: ``[B, N, ...]`` tensors
+    or nests of them (handed to ``score_fn`` tile by tile); masks as in the module
+    docstring. ``tile``: ``"auto"`` (:func:`choose_tile` with ``pair_floats``), ``None``
+    (dense) or an int (square tiles of that size). ``position_grads=False``: positions
+    are data (their gradient is ``None``), which spares the tiled backward pass the
+    score's derivative w.r.t. them. Returns ``[B,H,Nq,dv]``, or ``(out, update
+    [B,Nq,U])`` with ``update_fn``.
+    """
+    if isinstance(tile, str):
+        if tile != "auto":
+            raise ValueError(f"attend: tile must be 'auto', None or an int, got {tile!r}")
+        tile = choose_tile(q, k, pair_floats)
+    args = (score_fn, q, k, v, q_pos, k_pos, key_mask, query_mask, pair_mask_fn)
+    if tile is None:
+        return dense_attend(*args, position_grads=position_grads, update_fn=update_fn)
+    return tiled_attend(*args, tile_q=tile, tile_k=tile, position_grads=position_grads,
+                        update_fn=update_fn)
+
+
+def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, query_mask=None,
+                 pair_mask_fn=None, position_grads=True, update_fn=None):
     """Reference path: full [B,H,Nq,Nk] logits and a masked softmax (args as ``attend``)."""
     if not position_grads:
-        q_pos, k_pos = (None if p is None else tf.stop_gradient(p) for p in (q_pos, k_pos))
-    s = tf.cast(score_fn(q, k, q_pos, k_pos), tf.float32)
+        q_pos, k_pos = (None if p is None else tf.nest.map_structure(tf.stop_gradient, p)
+                        for p in (q_pos, k_pos))
+    s = tf.cast(score_fn(q, k, q_pos, k_pos, _as_bool(query_mask), _as_bool(key_mask)), tf.float32)
     masked = key_mask is not None or pair_mask_fn is not None
-    if masked:
+    valid = None
+    if masked or update_fn is not None:
         valid = pair_validity(key_validity(key_mask, k), pair_mask_fn,
-                       tf.range(tf.shape(q)[2]), tf.range(tf.shape(k)[2]))
+                              tf.range(tf.shape(q)[2]), tf.range(tf.shape(k)[2]))
+    if masked:
         s = tf.where(valid, s, _NEG)  # exp(-1e30 - max) is exactly 0
     e = tf.exp(s - tf.stop_gradient(tf.reduce_max(s, -1, keepdims=True)))
     # normalise after the matmul, like the tiled path; the row max contributes 1, so the sum
     # is >= 1 unless there are no keys at all (Nk = 0: empty context -> 0)
-    out = tf.math.divide_no_nan(tf.matmul(e, tf.cast(v, tf.float32)), tf.reduce_sum(e, -1, keepdims=True))
+    z = tf.reduce_sum(e, -1, keepdims=True)
+    out = tf.math.divide_no_nan(tf.matmul(e, tf.cast(v, tf.float32)), z)
     if masked:  # a row with no valid key is uniform over -1e30 logits: zero it
         out *= tf.cast(tf.reduce_any(valid, -1, keepdims=True), out.dtype)
-    return tf.cast(out, v.dtype)
+    out = tf.cast(out, v.dtype)
+    if update_fn is None:
+        return out
+    shape = tf.shape(s)
+    valid = tf.broadcast_to(valid[:, 0], tf.stack([shape[0], shape[2], shape[3]]))  # [B,Nq,Nk]
+    weights = tf.where(valid[:, None], tf.math.divide_no_nan(e, z), 0.0)
+    vm = tf.cast(valid, tf.float32)
+    g = tf.cast(update_fn(weights, q_pos, k_pos), tf.float32) * vm[..., None]
+    return out, tf.reduce_sum(g, 2) / tf.maximum(tf.reduce_sum(vm, -1), 1.0)[..., None]
 
 
-def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
-                 tile_q=DEFAULT_TILE, tile_k=DEFAULT_TILE, position_grads=True):
+def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, query_mask=None,
+                 pair_mask_fn=None, tile_q=512, tile_k=512, position_grads=True, update_fn=None):
     """Memory-efficient path (args as ``attend``): [tile_q, tile_k] blocks, online softmax.
 
     Sizes need not be multiples of the tiles (padded with masked keys / dropped query
     rows); a tile longer than a static N is shrunk to N. Loops are tf.while_loops with
     static tile sizes, so Nq, Nk (and B) may be dynamic. The gradient is a
-    ``tf.custom_gradient`` that keeps only the inputs, the output and the per-row
-    logsumexp, and recomputes every block (flash-attention style), taking the VJP of
-    ``score_fn`` per block for q, k, positions and the variables it reads.
+    ``tf.custom_gradient`` that keeps only the inputs, the outputs and the per-row
+    logsumexp, and recomputes every block, taking the VJP of ``score_fn`` (and of
+    ``update_fn``) per block for q, k, positions and the variables they read.
+    With ``update_fn`` the forward pass runs a second sweep per query tile (the weights
+    need the row's logsumexp) and the backward pass one more (the rows' softmax
+    correction ``sum_m a * da``) before the usual one.
     Works eagerly, in ``tf.function`` and under XLA (``jit_compile=True``).
     """
     nq, nk = dims(q)[2], dims(k)[2]
@@ -131,26 +155,42 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     nqt, nkt = num_tiles(nq, tq), num_tiles(nk, tk)
     kv_t = tile_axis(key_validity(key_mask, k), 1, tk, nkt)  # [nkt,B,tk], padding is False
     key_add_t = tf.where(kv_t, 0.0, _NEG)  # additive key mask per key tile
-    has_qp, has_kp = q_pos is not None, k_pos is not None
-    # differentiable score inputs per side; positions without gradients are constants
-    q_side = [q] + ([q_pos] if has_qp and position_grads else [])
-    k_side = [k] + ([k_pos] if has_kp and position_grads else [])
-    qp_t = tile_axis(q_pos, 1, tq, nqt) if has_qp and not position_grads else None
-    kp_t = tile_axis(k_pos, 1, tk, nkt) if has_kp and not position_grads else None
+    qv_t = None if query_mask is None else tile_axis(_as_bool(query_mask), 1, tq, nqt)
+    qp_flat = [] if q_pos is None else tf.nest.flatten(q_pos)
+    kp_flat = [] if k_pos is None else tf.nest.flatten(k_pos)
+    # differentiable inputs: [q, *q positions], [k, *k positions], v; positions without
+    # gradients are constants, tiled once here
+    q_side = [q] + (qp_flat if position_grads else [])
+    k_side = [k] + (kp_flat if position_grads else [])
+    qp_const = None if position_grads else [tile_axis(p, 1, tq, nqt) for p in qp_flat]
+    kp_const = None if position_grads else [tile_axis(p, 1, tk, nkt) for p in kp_flat]
+    has_update = update_fn is not None
+
+    def pack(structure, flat):
+        return None if structure is None else tf.nest.pack_sequence_as(structure, flat)
 
     @tf.custom_gradient
     def run(*xs):
-        qs_t = [tile_axis(x, a, tq, nqt) for x, a in zip(xs[:len(q_side)], (2, 1))]
-        ks_t = [tile_axis(x, a, tk, nkt) for x, a in zip(xs[len(q_side):-1], (2, 1))]
+        qs_t = [tile_axis(x, 2 if a == 0 else 1, tq, nqt) for a, x in enumerate(xs[:len(q_side)])]
+        ks_t = [tile_axis(x, 2 if a == 0 else 1, tk, nkt) for a, x in enumerate(xs[len(q_side):-1])]
         v_t = tile_axis(tf.cast(xs[-1], tf.float32), 2, tk, nkt)
         rows = dims(q)[:2] + [tq]  # [B,H,tq]
 
-        def tiles(i, j):  # score inputs of block (i, j): [q_i, (q_pos_i)], [k_j, (k_pos_j)]
-            return ([x[i] for x in qs_t] + ([qp_t[i]] if qp_t is not None else []),
-                    [x[j] for x in ks_t] + ([kp_t[j]] if kp_t is not None else []))
+        def tiles(i, j):  # differentiable inputs of block (i, j): [q_i, *pos_i], [k_j, *pos_j]
+            return [x[i] for x in qs_t], [x[j] for x in ks_t]
 
-        def score(qi, kj):
-            return score_fn(qi[0], kj[0], qi[1] if has_qp else None, kj[1] if has_kp else None)
+        def positions(qi, kj, i, j):  # the block's positions as handed to score/update
+            qp = qi[1:] if qp_const is None else [x[i] for x in qp_const]
+            kp = kj[1:] if kp_const is None else [x[j] for x in kp_const]
+            return pack(q_pos, qp), pack(k_pos, kp)
+
+        def score(qi, kj, i, j):
+            qp, kp = positions(qi, kj, i, j)
+            return score_fn(qi[0], kj[0], qp, kp, None if qv_t is None else qv_t[i],
+                            None if key_mask is None else kv_t[j])
+
+        def allowed(i, j):  # [B,1,1|tq,tk] bool
+            return pair_validity(kv_t[j], pair_mask_fn, i * tq + tf.range(tq), j * tk + tf.range(tk))
 
         def masked(s_raw, i, j):  # f32 logits; masked entries pushed to about _NEG
             # additive (0 / _NEG per key and per structural pair), cheaper than a select
@@ -158,13 +198,20 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
             # seen an allowed key, and rows that never do are zeroed at the end
             add = key_add_t[j][:, None, None, :]
             if pair_mask_fn is not None:
-                allowed = pair_mask_fn(i * tq + tf.range(tq), j * tk + tf.range(tk))
-                add = add + tf.where(allowed, 0.0, _NEG)[None, None]
+                ok = pair_mask_fn(i * tq + tf.range(tq), j * tk + tf.range(tk))
+                add = add + tf.where(ok, 0.0, _NEG)[None, None]
             return tf.cast(s_raw, tf.float32) + add
+
+        def block_update(p, qi, kj, i, j):
+            """update_fn on block (i, j), zero outside the allowed pairs: [B,tq,tk,U]; and
+            the allowed pairs as float [B,tq,tk]."""
+            vm = tf.cast(tf.broadcast_to(allowed(i, j)[:, 0], tf.stack(rows[:1] + [tq, tk])), tf.float32)
+            qp, kp = positions(qi, kj, i, j)
+            return tf.cast(update_fn(p, qp, kp), tf.float32) * vm[..., None], vm
 
         def forward_row(i):  # online softmax of query tile i over all key tiles
             def step(j, m, l, acc):
-                s = masked(score(*tiles(i, j)), i, j)
+                s = masked(score(*tiles(i, j), i, j), i, j)
                 m_new = tf.maximum(m, tf.reduce_max(s, -1))
                 p = tf.exp(s - m_new[..., None])
                 alpha = tf.exp(m - m_new)
@@ -177,22 +224,83 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
             lse = tf.where(seen, m + tf.math.log(tf.where(seen, l, 1.0)), 0.0)
             return tf.where(seen[..., None], tf.math.divide_no_nan(acc, l[..., None]), 0.0), lse
 
+        def update_row(i, lse):  # sum over allowed keys of update_fn, and their count
+            def step(j, acc, cnt):
+                qi, kj = tiles(i, j)
+                p = tf.exp(masked(score(qi, kj, i, j), i, j) - lse[..., None])  # 0 where masked
+                g, vm = block_update(p, qi, kj, i, j)
+                return acc + tf.reduce_sum(g, 2), cnt + tf.reduce_sum(vm, -1)
+
+            acc, cnt = loop(nkt, step, (tf.zeros(rows[:1] + [tq, update_dim]), tf.zeros(rows[:1] + [tq])))
+            return acc / tf.maximum(cnt, 1.0)[..., None], cnt
+
         def forward():
-            def step(i, out_ta, lse_ta):
+            def step(i, *tas):
                 o, lse = forward_row(i)
-                return out_ta.write(i, o), lse_ta.write(i, lse)
+                new = [o, lse] + (list(update_row(i, lse)) if has_update else [])
+                return [ta.write(i, x) for ta, x in zip(tas, new)]
 
             row_shape = q.shape[:2] + [tq]
-            tas = loop(nqt, step, (tensor_array(nqt, row_shape + v.shape[3:]), tensor_array(nqt, row_shape)))
+            shapes = [row_shape + v.shape[3:], row_shape]
+            if has_update:
+                shapes += [q.shape[:1] + [tq, update_dim], q.shape[:1] + [tq]]
+            tas = loop(nqt, step, [tensor_array(nqt, s) for s in shapes])
             return [ta.stack() for ta in tas]
 
-        with record.stop_recording():
-            out_t, lse_t = forward()  # [nqt,B,H,tq,dv], [nqt,B,H,tq]
+        with stop_recording():
+            # out [nqt,B,H,tq,dv], lse [nqt,B,H,tq] (+ update [nqt,B,tq,U], count [nqt,B,tq])
+            results = forward()
+        out_t, lse_t = results[:2]
 
-        def grad(dout, variables=None):
+        def grad(dout, dupdate=None, variables=None):
             variables = list(variables or [])
+            n_q, n_src = len(qs_t), len(qs_t) + len(ks_t)
+            if dout is None:  # only the update is used downstream
+                dout = tf.zeros(dims(q)[:3] + [dims(v)[3]])
             do_t = tile_axis(tf.cast(dout, tf.float32), 2, tq, nqt)
             delta = tf.reduce_sum(do_t * out_t, -1)  # rowsum(dO * O): [nqt,B,H,tq]
+            zeros_var = [tf.zeros(w.shape) for w in variables]
+            dq_init = [tf.zeros(dims(x)) for x in qs_t]
+            dk_direct = [None] * len(ks_t)  # update_fn's own gradients w.r.t. key positions
+            if has_update:
+                if dupdate is None:
+                    dupdate = tf.zeros_like(results[2])
+                cnt_t = results[3]
+                # d update / d (per-pair value) is dupdate / count, the same for every key
+                w_t = tile_axis(tf.cast(dupdate, tf.float32), 1, tq, nqt) / tf.maximum(cnt_t, 1.0)[..., None]
+
+                def update_vjp(p, qi, kj, i, j, wrt):
+                    """Gradients of sum(w_i * block_update) w.r.t. p and ``wrt``."""
+                    with tf.GradientTape() as tape:
+                        tape.watch([p] + wrt)
+                        g, _ = block_update(p, qi, kj, i, j)
+                    return tape.gradient(g, [p] + wrt, output_gradients=tf.broadcast_to(
+                        w_t[i][:, :, None, :], tf.shape(g)),
+                        unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+                # sweep 1, per query tile: the softmax correction r = sum_m a * da, and
+                # update_fn's direct gradients (positions, its variables)
+                def correction_row(i, r_ta, dq_ta, dk_pos, dvar):
+                    def step(j, r, dq_pos, dk_pos, dvar):
+                        qi, kj = tiles(i, j)
+                        p = tf.exp(masked(score(qi, kj, i, j), i, j) - lse_t[i][..., None])
+                        g = update_vjp(p, qi, kj, i, j, qi[1:] + kj[1:] + variables)
+                        gq, gk, gvar = g[1:n_q], g[n_q:n_src - 1], g[n_src - 1:]
+                        return (r + tf.reduce_sum(p * g[0], -1), [a + b for a, b in zip(dq_pos, gq)],
+                                [tf.tensor_scatter_nd_add(a, [[j]], b[None]) for a, b in zip(dk_pos, gk)],
+                                [a + b for a, b in zip(dvar, gvar)])
+
+                    r, dq_pos, dk_pos, dvar = loop(nkt, step, (
+                        tf.zeros(rows), [tf.zeros(dims(x)[1:]) for x in qs_t[1:]], dk_pos, dvar))
+                    return r_ta.write(i, r), [ta.write(i, x) for ta, x in zip(dq_ta, dq_pos)], dk_pos, dvar
+
+                r_ta, dq_tas, dk_pos, zeros_var = loop(nqt, correction_row, (
+                    tensor_array(nqt, q.shape[:2] + [tq]),
+                    [tensor_array(nqt, x.shape[1:]) for x in qs_t[1:]],
+                    [tf.zeros(dims(x)) for x in ks_t[1:]], zeros_var))
+                r_t = r_ta.stack()
+                dq_init = dq_init[:1] + [ta.stack() for ta in dq_tas]
+                dk_direct = [None] + dk_pos
 
             def key_tile(j, dq_acc, dk_tas, dv_ta, dvar):
                 # dV^T = dO^T P, accumulated as [B,H,dv,tk] and transposed once per key
@@ -200,17 +308,19 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                 # about half the speed (benchmarks/block_matmul_rates.py)
                 def query_tile(i, dk, dv_t, dvar, dq_tas):
                     qi, kj = tiles(i, j)
-                    sources = qi[:len(qs_t)] + kj[:len(ks_t)]  # not the constant positions
+                    sources = qi + kj  # not the constant positions
                     with tf.GradientTape() as tape:
                         tape.watch(sources)
-                        s_raw = score(qi, kj)
+                        s_raw = score(qi, kj, i, j)
                     p = tf.exp(masked(s_raw, i, j) - lse_t[i][..., None])  # 0 where masked
                     ds = p * (tf.matmul(do_t[i], v_t[j], transpose_b=True) - delta[i][..., None])
+                    if has_update:
+                        ds += p * (update_vjp(p, qi, kj, i, j, [])[0] - r_t[i][..., None])
                     g = tape.gradient(s_raw, sources + variables,
                                       output_gradients=tf.cast(ds, s_raw.dtype),
                                       unconnected_gradients=tf.UnconnectedGradients.ZERO)
                     g = [tf.cast(tf.convert_to_tensor(x), tf.float32) for x in g]
-                    gq, gk, gvar = g[:len(qs_t)], g[len(qs_t):len(sources)], g[len(sources):]
+                    gq, gk, gvar = g[:n_q], g[n_q:n_src], g[n_src:]
                     return ([a + b for a, b in zip(dk, gk)],
                             dv_t + tf.matmul(do_t[i], p, transpose_a=True),
                             [a + b for a, b in zip(dvar, gvar)],
@@ -225,25 +335,40 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                         dv_ta.write(j, tf.linalg.matrix_transpose(dv_t)), dvar)
 
             dq_acc, dk_tas, dv_ta, dvar = loop(nkt, key_tile, (
-                [tf.zeros(dims(x)) for x in qs_t],
-                [tensor_array(nkt, x.shape[1:]) for x in ks_t], tensor_array(nkt, v_t.shape[1:]),
-                [tf.zeros(w.shape) for w in variables]))
-            d_in = ([untile_axis(d, a, nq) for d, a in zip(dq_acc, (2, 1))]
-                    + [untile_axis(ta.stack(), a, nk) for ta, a in zip(dk_tas, (2, 1))]
+                dq_init, [tensor_array(nkt, x.shape[1:]) for x in ks_t],
+                tensor_array(nkt, v_t.shape[1:]), zeros_var))
+            d_in = ([untile_axis(d, 2 if a == 0 else 1, nq) for a, d in enumerate(dq_acc)]
+                    + [untile_axis(ta.stack() if extra is None else ta.stack() + extra,
+                                   2 if a == 0 else 1, nk)
+                       for a, (ta, extra) in enumerate(zip(dk_tas, dk_direct))]
                     + [untile_axis(dv_ta.stack(), 2, nk)])
             d_in = [tf.cast(d, x.dtype) for d, x in zip(d_in, xs)]
             if not variables:
                 return d_in
             return d_in, [tf.cast(d, w.dtype) for d, w in zip(dvar, variables)]
 
-        return tf.cast(untile_axis(out_t, 2, nq), v.dtype), grad
+        out = tf.cast(untile_axis(out_t, 2, nq), v.dtype)
+        if not has_update:
+            return out, grad
+        return (out, untile_axis(results[2], 1, nq)), grad
 
+    update_dim = None
+    if has_update:  # the width U of update_fn's output, from a trace on a 1x1 block
+        update_dim = _update_width(update_fn, q, k, q_pos, k_pos)
     return run(*q_side, *k_side, v)
 
 
+def _update_width(update_fn, q, k, q_pos, k_pos):
+    """Static last dim of ``update_fn``'s output, from one (query, key) pair."""
+    first = lambda p: None if p is None else tf.nest.map_structure(lambda x: x[:, :1], p)  # noqa: E731
+    weights = tf.zeros(dims(q)[:2] + [1, 1])
+    width = update_fn(weights, first(q_pos), first(k_pos)).shape[-1]
+    if width is None:
+        raise ValueError("attend: update_fn must return a static last dimension")
+    return int(width)
+
+
 # ------------------------------------------------------------------- tiling helpers
-# Public so that plugins with their own tiled passes (e.g. the TE location update) reuse
-# them instead of copying.
 def dims(x):
     """Static dims as ints, unknown ones as scalar tensors."""
     return [d if d is not None else tf.shape(x)[i] for i, d in enumerate(x.shape)]
@@ -307,3 +432,7 @@ def pair_validity(key_valid, pair_mask_fn, q_index, k_index):
     if pair_mask_fn is not None:
         valid = tf.logical_and(valid, pair_mask_fn(q_index, k_index)[None, None])
     return valid
+
+
+def _as_bool(mask):
+    return None if mask is None else tf.cast(mask, tf.bool)

@@ -44,7 +44,7 @@ def _json_arg(text, what):
     if text is None:
         return None
     if text.endswith((".json", ".yaml", ".yml")):
-        from taylorformer.builder import load_spec_file
+        from taylorformer.spec import load_spec_file
 
         return load_spec_file(text)
     try:

@@ -1,26 +1,17 @@
-"""Run directories: load the model and task of a finished run, evaluate, plot."""
-import json
+"""Finished runs: load the model and task of a run directory, evaluate, plot."""
 import os
 
-from taylorformer import builder
 from taylorformer.evaluation import evaluate
-from taylorformer.training import make_task
+from taylorformer.models import load_model
+from taylorformer.run_dir import RunDirectory
+from taylorformer.task import make_task
 
 
 def load_run(run_dir, checkpoint="best", task=None, task_config=None):
     """(model, task, config) of a run; ``checkpoint`` is ``best`` or ``model`` (last)."""
-    config_path = os.path.join(run_dir, "config.json")
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.json)")
-    with open(config_path) as fh:
-        config = json.load(fh)
-    path = os.path.join(run_dir, f"{checkpoint}.keras")
-    if not os.path.exists(path):
-        other = os.path.join(run_dir, "model.keras" if checkpoint == "best" else "best.keras")
-        if not os.path.exists(other):
-            raise FileNotFoundError(f"{run_dir} holds no saved model ({checkpoint}.keras)")
-        path = other
-    model = builder.load_model(path)
+    run = RunDirectory(run_dir)
+    config = run.read_config()
+    model = load_model(run.model_path(checkpoint))
     if task is None:
         task, task_config = config["task"], task_config or config.get("task_config")
     return model, make_task(task, task_config), config

@@ -17,8 +17,6 @@ Protocol every task follows:
 Simulated tasks subclass :class:`Task` and implement :meth:`Task.sample`; tasks
 reading finite data (e.g. CSV series) override :meth:`Task.dataset`.
 """
-import inspect
-
 import numpy as np
 
 from taylorformer.errors import SpecError
@@ -28,12 +26,18 @@ SPLIT_SEEDS = {"train": 0, "val": 1_000_003, "test": 2_000_003}
 DEFAULT_EVAL_BATCHES = {"val": 8, "test": 32}
 
 
-def check_config(cls, unknown, dim_x, owner="task"):
-    """Reject unknown constructor keys of ``cls`` and a ``dim_x`` that is not an int >= 1."""
-    if unknown:
-        valid = [p for p in inspect.signature(cls).parameters if p != "unknown"]
-        raise SpecError(f"unknown {owner} config key(s) {sorted(unknown)}; valid keys: "
-                        f"{', '.join(sorted(valid))}")
+def make_task(name, config=None):
+    """The registered task ``name`` built with its ``config`` dict; unknown keys and bad
+    values are a :class:`SpecError` naming the task and its valid options."""
+    from taylorformer import components
+
+    if config is not None and not isinstance(config, dict):
+        raise SpecError(f"task {name!r}: the config must be a dict, got {type(config).__name__}")
+    return components.build("task", {"name": name, **(config or {})}, "task")
+
+
+def check_dim_x(dim_x, owner="task"):
+    """Reject a ``dim_x`` that is not an int >= 1."""
     if not (isinstance(dim_x, int) and not isinstance(dim_x, bool) and dim_x >= 1):
         raise SpecError(f"{owner} 'dim_x' must be an int >= 1, got {dim_x!r}")
 
@@ -47,6 +51,13 @@ def count_range(field, spec, low, owner="task"):
         raise SpecError(f"{owner} {field!r} must be an int or [lo, hi] of ints with "
                         f"{low} <= lo <= hi, got {spec!r}")
     return int(values[0]), int(values[1])
+
+
+def choice(owner, field, value, allowed):
+    """``value`` if it is one of ``allowed``, else a :class:`SpecError` naming them."""
+    if value not in allowed:
+        raise SpecError(f"{owner} task {field!r} must be one of {allowed}, got {value!r}")
+    return value
 
 
 def split_names(field, spec, owner="task"):
@@ -118,7 +129,7 @@ class Task:
         from taylorformer.batch import batch_signature
 
         if split not in SPLIT_SEEDS:
-            raise ValueError(f"split must be one of {sorted(SPLIT_SEEDS)}, got {split!r}")
+            raise SpecError(f"split must be one of {sorted(SPLIT_SEEDS)}, got {split!r}")
         if split != "train" and num_batches is None:
             num_batches = DEFAULT_EVAL_BATCHES[split]
 

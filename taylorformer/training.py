@@ -1,45 +1,32 @@
-"""Training loop: AdamW + clipping under a tf.distribute strategy, with a run directory.
+"""Training loop: AdamW + clipping under a tf.distribute strategy, into a run directory
+(:mod:`taylorformer.run_dir`).
 
-Run directory layout (every file is written atomically: temp file, then rename)::
-
-    RUN_DIR/spec.json      resolved model spec (the model's Keras config)
-    RUN_DIR/config.json    training config + task name and config
-    RUN_DIR/metrics.csv    step, train_loss, val_loglik(+stderr), val_gt_loglik, lr, elapsed_s
-    RUN_DIR/best.keras     model with the best validation log-likelihood
-    RUN_DIR/model.keras    model at the end of training
-    RUN_DIR/checkpoints/   step-NNNNNNNN/ (model + optimizer + step) and ``latest``
-
-A checkpoint is written into a temporary directory and renamed into place before the
-``latest`` pointer (itself written atomically) moves to it, so killing a run at any
-moment leaves the previous or the new checkpoint, never a corrupt one. ``resume``
-restores weights, optimizer state and step; training batch ``i`` depends only on
-``(seed, i)``, so a resumed run sees the same data as an uninterrupted one.
+``resume`` restores weights, optimizer state and step from the run's latest checkpoint;
+training batch ``i`` depends only on ``(seed, i)``, so a resumed run sees the same data
+as an uninterrupted one.
 """
-import csv
 import dataclasses
 import inspect
-import json
 import math
 import os
-import shutil
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from taylorformer import builder, registry
-from taylorformer.autoregressive_np import permute_targets
 from taylorformer.errors import SpecError
 from taylorformer.evaluation import evaluate
 from taylorformer.inference import loglik
+from taylorformer.models import build_model
+from taylorformer.run_dir import RunDirectory
+from taylorformer.spec import resolve_spec
+from taylorformer.target_order import permute_targets
+from taylorformer.task import make_task
 
 STRATEGIES = ("default", "mirrored")
 SCHEDULES = ("constant", "cosine")
 NAN_POLICIES = ("stop", "skip")
-CHECKPOINT_DIR = "checkpoints"
-METRIC_FIELDS = ["step", "train_loss", "val_loglik", "val_loglik_stderr", "val_gt_loglik",
-                 "learning_rate", "skipped_steps", "elapsed_s"]
 
 
 @dataclasses.dataclass
@@ -93,27 +80,6 @@ def make_strategy(name):
     return tf.distribute.get_strategy()
 
 
-def make_task(name, config=None):
-    """Instantiate a registered task with its config dict."""
-    return registry.get("task", name)(**(config or {}))
-
-
-def atomic_write_text(path, text):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_save_model(model, path):
-    """``model.save`` to a temporary ``.keras`` file, then rename over ``path``."""
-    tmp = os.path.join(os.path.dirname(path), f".tmp-{os.path.basename(path)}")
-    model.save(tmp)
-    os.replace(tmp, path)
-
-
 def _learning_rate(cfg):
     if cfg.schedule == "cosine":
         return keras.optimizers.schedules.CosineDecay(
@@ -126,15 +92,16 @@ class Trainer:
 
     def __init__(self, spec, task, cfg, out_dir, task_name="task", task_config=None):
         self.cfg, self.task, self.out_dir = cfg, task, out_dir
+        self.run_dir = RunDirectory(out_dir)
         self.task_name, self.task_config = task_name, task_config or {}
         keras.utils.set_random_seed(cfg.seed)
         self.strategy = make_strategy(cfg.strategy)
         overrides = {"dim_x": task.dim_x, "dim_y": task.dim_y}
         if cfg.dtype_policy:
             overrides["dtype_policy"] = cfg.dtype_policy
-        self.spec = builder.resolve_spec(spec, **overrides)
+        self.spec = resolve_spec(spec, **overrides)
         with self.strategy.scope():
-            self.model = builder.build_model(self.spec)
+            self.model = build_model(self.spec)
             if cfg.num_permutations and not self.model.causal:
                 raise SpecError("train config 'num_permutations' applies to autoregressive models; "
                                 f"{self.spec['kind']!r} models ignore the target order")
@@ -201,11 +168,9 @@ class Trainer:
 
     # ---------------------------------------------------------------- run files
     def write_run_files(self):
-        os.makedirs(self.out_dir, exist_ok=True)
-        atomic_write_text(os.path.join(self.out_dir, "spec.json"), json.dumps(self.spec, indent=2))
-        config = {"train": dataclasses.asdict(self.cfg), "task": self.task_name,
-                  "task_config": self.task_config}
-        atomic_write_text(os.path.join(self.out_dir, "config.json"), json.dumps(config, indent=2))
+        self.run_dir.write_definition(self.spec, {"train": dataclasses.asdict(self.cfg),
+                                                  "task": self.task_name,
+                                                  "task_config": self.task_config})
 
     def check_weights_finite(self):
         """Raise before anything is saved if a weight is NaN/inf (a diverged update)."""
@@ -217,56 +182,16 @@ class Trainer:
                     f"last good weights. Lower the learning rate or check the data.")
 
     def save_checkpoint(self):
-        """Write checkpoints/step-N atomically, move ``latest`` to it, prune old ones."""
+        """A checkpoint of the current step (see :meth:`RunDirectory.save_checkpoint`)."""
         self.check_weights_finite()
-        root = os.path.join(self.out_dir, CHECKPOINT_DIR)
-        os.makedirs(root, exist_ok=True)
-        name = f"step-{int(self.step.numpy()):08d}"
-        tmp, final = os.path.join(root, f".tmp-{name}"), os.path.join(root, name)
-        shutil.rmtree(tmp, ignore_errors=True)
-        self.checkpoint.write(os.path.join(tmp, "ckpt"))
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        atomic_write_text(os.path.join(root, "latest"), name)
-        done = sorted(d for d in os.listdir(root) if d.startswith("step-"))
-        for old in done[: -self.cfg.keep_checkpoints]:
-            shutil.rmtree(os.path.join(root, old), ignore_errors=True)
-        return final
+        return self.run_dir.save_checkpoint(self.checkpoint, self.step.numpy(), self.cfg.keep_checkpoints)
 
     def restore_latest(self):
-        """Restore the newest complete checkpoint; returns its step (0 if none)."""
-        pointer = os.path.join(self.out_dir, CHECKPOINT_DIR, "latest")
-        if not os.path.exists(pointer):
-            raise FileNotFoundError(f"{self.out_dir} has no checkpoint to resume from ({pointer} missing)")
-        with open(pointer) as fh:
-            name = fh.read().strip()
-        self.checkpoint.read(os.path.join(self.out_dir, CHECKPOINT_DIR, name, "ckpt")).assert_existing_objects_matched()
+        """Restore the newest complete checkpoint; returns its step."""
+        self.run_dir.restore_latest(self.checkpoint)
         step = int(self.step.numpy())
-        self._truncate_metrics(step)
+        self.run_dir.truncate_metrics(step)
         return step
-
-    def _metrics_rows(self):
-        path = os.path.join(self.out_dir, "metrics.csv")
-        if not os.path.exists(path):
-            return []
-        with open(path) as fh:
-            return list(csv.DictReader(fh))
-
-    def _write_metrics(self, rows):
-        path = os.path.join(self.out_dir, "metrics.csv")
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, METRIC_FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, path)
-
-    def _truncate_metrics(self, step):
-        """Drop metric rows logged after ``step`` (work lost by a kill is redone)."""
-        rows = self._metrics_rows()
-        kept = [r for r in rows if int(r["step"]) <= step]
-        if len(kept) != len(rows):
-            self._write_metrics(kept)
 
     # ------------------------------------------------------------------- loop
     def validate(self):
@@ -286,7 +211,7 @@ class Trainer:
         cfg = self.cfg
         self.write_run_files()
         done = int(self.step.numpy())
-        best = max((float(r["val_loglik"]) for r in self._metrics_rows()), default=-math.inf)
+        best = max((float(r["val_loglik"]) for r in self.run_dir.metrics_rows()), default=-math.inf)
         progress = keras.utils.Progbar(cfg.steps, verbose=verbose,
                                        stateful_metrics=["val_loglik", "val_gt_loglik", "skipped"])
         if done:
@@ -320,14 +245,14 @@ class Trainer:
                 if row["val_loglik"] > best:
                     best = row["val_loglik"]
                     self.check_weights_finite()
-                    atomic_save_model(self.model, os.path.join(self.out_dir, "best.keras"))
+                    self.run_dir.save_model(self.model, "best.keras")
             if step % cfg.checkpoint_every == 0 or last:
                 self.save_checkpoint()
             progress.update(step, values=values)
             if last:
                 break
         self.check_weights_finite()
-        atomic_save_model(self.model, os.path.join(self.out_dir, "model.keras"))
+        self.run_dir.save_model(self.model, "model.keras")
         return history
 
     def _log(self, step, losses, start):
@@ -343,7 +268,7 @@ class Trainer:
             "skipped_steps": int(self.skipped.numpy()),
             "elapsed_s": round(time.time() - start, 2),
         }
-        self._write_metrics(self._metrics_rows() + [row])
+        self.run_dir.append_metrics(row)
         return row
 
 
@@ -355,10 +280,8 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
     spec, task and training config (``train_kwargs`` may raise ``steps``).
     """
     if resume:
-        with open(os.path.join(resume, "config.json")) as fh:
-            saved = json.load(fh)
-        with open(os.path.join(resume, "spec.json")) as fh:
-            model = json.load(fh)
+        run = RunDirectory(resume)
+        saved, model = run.read_config(), run.read_spec()
         cfg = TrainConfig(**{**saved["train"], **train_kwargs})
         task, task_config, out_dir = saved["task"], saved["task_config"], resume
     else:

@@ -1,6 +1,7 @@
 """An example third-party taylorformer plugin.
 
-It adds one attention block (``cosine``) and one task (``sine``) through the
+It adds two attention blocks (``cosine``, which only changes how tokens are compared,
+and ``distance-decay``, a location-aware attention) and one task (``sine``) through the
 ``taylorformer`` entry-point group declared in this package's ``setup.cfg``::
 
     [options.entry_points]
@@ -13,6 +14,7 @@ import tensorflow as tf
 
 from taylorformer import hookimpl
 from taylorformer.attention import Attention
+from taylorformer.errors import SpecError
 from taylorformer.task import Task
 
 
@@ -25,11 +27,31 @@ class CosineAttention(Attention):
             name="log_temperature", shape=(self.num_heads, 1, 1),
             initializer=keras.initializers.Constant(np.log(10.0)))
 
-    def score(self, q, k, q_pos, k_pos):
+    def score(self, q, k, q_pos, k_pos, q_valid, k_valid):
         """``[B, H, tq, tk]`` = exp(t_h) * cos(q, k)."""
         q = tf.math.l2_normalize(q, axis=-1)
         k = tf.math.l2_normalize(k, axis=-1)
         return tf.exp(tf.cast(self.log_temperature, q.dtype)) * tf.matmul(q, k, transpose_b=True)
+
+
+class DistanceDecayAttention(Attention):
+    """q.k/sqrt(d) - exp(r_h) |x_q - x_k|: attention that decays with distance."""
+
+    def build_score(self, q_pos_shape):
+        self.position_dim(q_pos_shape)  # a clear error when positions are missing
+        self.log_rate = self.add_weight(name="log_rate", shape=(self.num_heads, 1, 1),
+                                        initializer="zeros")
+
+    def position_features(self, positions):
+        if positions is None:
+            raise SpecError("distance-decay attention needs positions (q_pos, k_pos)")
+        return tf.cast(positions, tf.float32)
+
+    def score(self, q, k, q_pos, k_pos, q_valid, k_valid):
+        diff = q_pos[:, :, None, :] - k_pos[:, None, :, :]  # [B, tq, tk, P]
+        dist = tf.sqrt(tf.reduce_sum(tf.square(diff), -1) + 1e-12)  # [B, tq, tk]
+        penalty = tf.exp(self.log_rate)[None] * dist[:, None]  # [B, H, tq, tk]
+        return super().score(q, k, q_pos, k_pos, q_valid, k_valid) - tf.cast(penalty, q.dtype)
 
 
 class SineTask(Task):
@@ -62,6 +84,7 @@ class SineTask(Task):
 @hookimpl
 def register_attention(register):
     register("cosine", CosineAttention)
+    register("distance-decay", DistanceDecayAttention, aliases=["decay"])
 
 
 @hookimpl

@@ -1,0 +1,322 @@
+"""The ``local-taylor`` wrapper (kind ``wrapper``): Taylor features and terms for any NP network.
+
+LocalTaylor (Nivron et al., Taylorformer, Sec. 3.1) gives the network features built from
+each point's *nearest already-seen neighbour* and adds a hard-coded Taylor term to the
+predicted mean::
+
+    mean_i = y_n(i) [+ (x_i - x_n(i)) . D_n(i)   if p = 1]  +  network adjustment
+
+Wrapper protocol (what :class:`taylorformer.models.NeuralProcess` calls)
+-----------------------------------------------------------------------
+A wrapper is a class built with ``(dim_x, dim_y, **options)`` exposing
+
+* ``folded_dims()`` -> ``(dim_x', dim_y')``: the input/output dims an encoder that does not
+  read the features itself is built with (see ``fold``);
+* ``features(batch, causal) -> features``: an object holding what it computed for this
+  batch (here a :class:`LocalTaylorFeatures`), run after
+  :func:`~taylorformer.batch.with_masks` and before the encoder;
+* ``fold(batch, features) -> batch``: the batch with the features folded into x and y,
+  for encoders that do not place the features themselves;
+* ``adjust(params, features) -> params``: run after the likelihood's ``parameters``; adds
+  the hard-coded Taylor term to the location parameter(s);
+* ``get_config() -> dict`` of its options.
+
+``causal`` says which points a target may look at: ``False`` (conditional NPs: targets are
+independent given the context, so a target's neighbours come from the context only) or
+``True`` (autoregressive NPs: target i sees the context and targets *before* i).
+
+Feature groups, per point of the sequence ``[context; targets]`` (``[B, Nc + Nt, F]``)
+  * ``x`` [.., Fx]: functions of x only: ``x_n``, ``dx = x - x_n``, ``no_neighbour``.
+  * ``seen`` [.., Fs]: functions of already-seen y only (safe in a target's query row):
+    ``y_n``, ``D_n`` (slope at the neighbour), ``D_n`` blow-up flag.
+  * ``own`` [.., Fo]: functions of the point's own y (hide them in a target's query
+    row): ``dy = y - y_n``, ``D`` (slope at the point), ``D`` blow-up flag.
+  * ``mean_t`` [B, Nt, Dy]: the hard-coded term (order ``p``) that ``adjust`` adds.
+
+Folding (any registered network, e.g. ``tnp-d``): ``x' = [x, x-group, seen-group]`` and
+``y' = [y, own-group]``; the encoder is built for ``folded_dims()``. A network that treats
+x as token features (TNP-D, TNP-A, CNP) then gets them without knowing about LocalTaylor:
+target tokens never embed ``y'`` so the own features stay hidden. Encoders with
+``reads_wrapper_features = True`` (e.g. ``taylorformer``) receive the
+:class:`LocalTaylorFeatures` as ``encoder(batch, features=...)`` and place the groups
+themselves.
+
+Definitions and decisions
+  * Already-seen set: a context point's neighbours are the *other* real context points; a
+    target's are the real context points (and, if ``causal``, the real targets before it).
+    The point itself is excluded by index, never by sort position, so a duplicate x value
+    is a legitimate neighbour at distance 0 but a point is never its own neighbour.
+    Padded points (mask 0) are never neighbours.
+  * Distance: squared Euclidean distance in x. Ties go to the LOWEST INDEX in the sequence
+    ``[context; targets]`` (so context before targets, earlier targets before later ones);
+    deterministic, unlike the paper's random choice.
+  * Slopes keep their sign: ``D = (y - y_j) / (x - x_j)`` (the public code divides by
+    ``|dx|`` and loses the sign). With ``k > 1`` the slope at a point is the average of the
+    valid estimates from its ``k`` nearest seen neighbours (the paper's remedy for noise).
+  * 2-D inputs: an estimate solves the 2x2 system ``[x - x_a; x - x_b] g = [y - y_a; y - y_b]``
+    (closed form) for the gradient ``g``, with ``a`` the nearest seen neighbour and ``b``
+    the r-th nearest seen point (r = 1..k) whose displacement ``x - x_b`` makes an angle
+    with ``x - x_a`` of sine at least ``min_sin`` (default 0.5, i.e. 30 degrees). Taking
+    simply the two nearest points fails on grids (left and right neighbours are collinear:
+    a singular system), so the second neighbour is chosen for a well-conditioned solve.
+  * Blow-ups: an estimate is invalid when a neighbour is missing, ``|dx| <= min_dx`` (1-D) /
+    ``|x - x_a|`` or ``|x - x_b| <= min_dx`` or ``|det| <= min_sin |x - x_a| |x - x_b|``
+    (2-D), or any slope component exceeds ``max_slope`` in size (the public code's 200).
+    Invalid estimates are left out of the average; if none is valid the slope is 0. The slope's flag is 1 when at least one of
+    the k estimates was invalid (also 1 when the point has fewer than the needed neighbours).
+  * No seen neighbour at all (e.g. the first target with an empty context): ``x_n = x``,
+    ``dx = 0``, ``y_n = 0``, slopes 0, ``no_neighbour = 1``, so the Taylor term is 0.
+  * ``q = 0`` adds no features (the paper's W without Taylor terms); ``q = 1`` adds the
+    groups above. ``p = 0`` adds ``y_n``; ``p = 1`` adds ``y_n + dx . D_n``.
+  * The features are data, not parameters: they are computed in float32 without gradient
+    paths through the divisions (safe denominators).
+
+Cost: O((Nc + Nt)^2) memory and time for the pairwise distances of one task (the paper's
+noted cost of the RepresentationExtractor); fine for series of a few thousand points.
+"""
+import dataclasses
+
+import tensorflow as tf
+
+from taylorformer.errors import SpecError
+
+_BIG = 3.0e38
+GROUPS = ("x", "seen", "own")
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalTaylorFeatures:
+    """What :meth:`LocalTaylor.features` computed for one batch.
+
+    ``x``, ``seen``, ``own``: float32 ``[B, Nc + Nt, F]`` feature groups over the sequence
+    ``[context; targets]`` (``F = 0`` with ``q = 0``); ``mean_t``: float32 ``[B, Nt, Dy]``
+    Taylor term; ``num_context``: Nc (int or scalar tensor).
+    """
+
+    x: tf.Tensor
+    seen: tf.Tensor
+    own: tf.Tensor
+    mean_t: tf.Tensor
+    num_context: object
+
+    def group(self, name):
+        """Feature group ``name`` (one of :data:`GROUPS`) over the whole sequence."""
+        return getattr(self, name)
+
+
+def allowed_neighbours(valid, nc, causal):
+    """``[B, L, L]`` bool: may point j (column) serve as a neighbour of point i (row)?
+
+    ``valid [B, L]`` marks real points of the sequence ``[context; targets]`` whose first
+    ``nc`` entries are the context. ``causal=False``: every row sees the context only;
+    ``causal=True``: target rows also see earlier targets. The diagonal is always False.
+    """
+    n = tf.shape(valid)[1]
+    i = tf.range(n)[:, None]
+    j = tf.range(n)[None, :]
+    limit = tf.maximum(i, nc) if causal else tf.fill(tf.shape(i), nc)
+    structure = (j < limit) & (j != i)
+    return structure[None] & tf.cast(valid, tf.bool)[:, None, :]
+
+
+def nearest(dist, allowed, m):
+    """The ``m`` nearest allowed columns per row, ties to the lowest index.
+
+    Returns ``idx [B, L, m]`` int32 (0 where not found) and ``found [B, L, m]`` bool.
+    """
+    n = tf.shape(dist)[-1]
+    cols = tf.range(n)[None, None, :]
+    idx, found = [], []
+    for _ in range(m):
+        d = tf.where(allowed, dist, _BIG)
+        best = tf.reduce_min(d, -1, keepdims=True)
+        ok = best[..., 0] < _BIG
+        pick = tf.reduce_min(tf.where(allowed & (d == best), cols, n), -1)
+        pick = tf.where(ok, pick, 0)
+        idx.append(pick)
+        found.append(ok)
+        allowed = allowed & (cols != pick[..., None])
+    return tf.stack(idx, -1), tf.stack(found, -1)
+
+
+def _gather(values, idx):
+    """``values [B, L, ...]`` at ``idx [B, L, m]`` -> ``[B, L, m, ...]``."""
+    return tf.gather(values, idx, batch_dims=1)
+
+
+def second_neighbours(x, allowed, first, has_first, k, min_sin):
+    """2-D: the ``k`` nearest allowed points at an angle (|sin| > min_sin) to the first.
+
+    ``first [B, L]`` is the nearest neighbour's index. Returns ``idx``/``found [B, L, k]``.
+    """
+    a = x - tf.gather(x, first, batch_dims=1)  # [B, L, 2]
+    b = x[:, :, None, :] - x[:, None, :, :]  # [B, L, L, 2]: x_i - x_j
+    cross = a[:, :, None, 0] * b[..., 1] - a[:, :, None, 1] * b[..., 0]
+    norms = tf.norm(a, axis=-1)[..., None] * tf.norm(b, axis=-1)
+    n = tf.shape(x)[1]
+    ok = (allowed & has_first[..., None] & (tf.range(n)[None, None, :] != first[..., None])
+          & (tf.abs(cross) > min_sin * norms))
+    sq = tf.reduce_sum(tf.square(b), -1)
+    return nearest(sq, ok, k)
+
+
+def slope_estimates(x, y, idx, found, dim_x, k, min_dx, max_slope, min_sin=0.5):
+    """Slope (1-D) / gradient (2-D) at every point from its seen neighbours.
+
+    ``x [B, L, Dx]``, ``y [B, L, Dy]``, ``idx``/``found [B, L, m]`` (m = k + Dx - 1: in
+    2-D the nearest neighbour, then the k from :func:`second_neighbours`).
+    Returns ``slope [B, L, Dx, Dy]`` (average of the valid estimates) and
+    ``flag [B, L]`` (1.0 if any of the k estimates was invalid).
+    """
+    xn, yn = _gather(x, idx), _gather(y, idx)  # [B, L, m, Dx], [B, L, m, Dy]
+    dx = x[:, :, None, :] - xn
+    dy = y[:, :, None, :] - yn
+    if dim_x == 1:
+        dx1 = dx[..., 0]  # [B, L, k]
+        ok = found & (tf.abs(dx1) > min_dx)
+        est = dy / tf.where(ok, dx1, 1.0)[..., None]  # [B, L, k, Dy]
+        est = est[:, :, :, None, :]  # [B, L, k, 1, Dy]
+    else:
+        a, b = dx[:, :, :1], dx[:, :, 1:]  # nearest vs the (r+1)-th nearest: [B, L, 1|k, 2]
+        ya, yb = dy[:, :, :1], dy[:, :, 1:]
+        det = a[..., 0:1] * b[..., 1:2] - a[..., 1:2] * b[..., 0:1]  # [B, L, k, 1]
+        na = tf.norm(a, axis=-1, keepdims=True)
+        nb = tf.norm(b, axis=-1, keepdims=True)
+        ok = (found[..., :1] & found[..., 1:] & (na[..., 0] > min_dx) & (nb[..., 0] > min_dx)
+              & (tf.abs(det[..., 0]) > min_sin * na[..., 0] * nb[..., 0]))
+        safe = tf.where(ok[..., None], det, 1.0)
+        g0 = (b[..., 1:2] * ya - a[..., 1:2] * yb) / safe  # [B, L, k, Dy]
+        g1 = (a[..., 0:1] * yb - b[..., 0:1] * ya) / safe
+        est = tf.stack([g0, g1], -2)  # [B, L, k, 2, Dy]
+    ok = ok & tf.reduce_all(tf.abs(est) <= max_slope, axis=[-2, -1])
+    w = tf.cast(ok, x.dtype)
+    count = tf.reduce_sum(w, -1)
+    slope = tf.reduce_sum(tf.where(ok[..., None, None], est, 0.0), 2) / tf.maximum(count, 1.0)[..., None, None]
+    flag = tf.cast(count < k, x.dtype)
+    return slope, flag
+
+
+class LocalTaylor:
+    """LocalTaylor wrapper: nearest-seen-neighbour Taylor features (q) and mean term (p).
+
+    Options: ``p`` (0 or 1: order of the Taylor term added to the mean), ``q`` (0 or 1:
+    order of the Taylor features given to the network), ``k`` (slope estimates averaged),
+    ``max_slope`` (larger estimates count as blow-ups), ``min_dx`` (smaller steps too),
+    ``min_sin`` (2-D: smallest sine of the angle between the two neighbours' directions).
+    See the module docstring for the exact definitions.
+    """
+
+    def __init__(self, dim_x, dim_y, p=0, q=1, k=1, max_slope=200.0, min_dx=1e-6, min_sin=0.5):
+        if p not in (0, 1) or isinstance(p, bool):
+            raise SpecError(f"local-taylor: p (order of the Taylor term in the mean) must be 0 or 1, got {p!r}")
+        if q not in (0, 1) or isinstance(q, bool):
+            raise SpecError(f"local-taylor: q (order of the Taylor features) must be 0 or 1, got {q!r}")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise SpecError(f"local-taylor: k (slope estimates to average) must be an int >= 1, got {k!r}")
+        if dim_x not in (1, 2):
+            raise SpecError(f"local-taylor supports 1-D and 2-D inputs, got dim_x={dim_x}")
+        if not (max_slope > 0 and min_dx >= 0 and 0 <= min_sin < 1):
+            raise SpecError("local-taylor: needs max_slope > 0, min_dx >= 0 and 0 <= min_sin < 1")
+        self.dim_x, self.dim_y = dim_x, dim_y
+        self.p, self.q, self.k = p, q, k
+        self.max_slope, self.min_dx, self.min_sin = float(max_slope), float(min_dx), float(min_sin)
+
+    @property
+    def num_neighbours(self):
+        """Neighbours searched per point: k (1-D) or k + 1 (2-D)."""
+        return self.k + self.dim_x - 1
+
+    @property
+    def feature_dims(self):
+        if self.q == 0:
+            return {"x": 0, "seen": 0, "own": 0}
+        g = self.dim_x * self.dim_y
+        return {"x": 2 * self.dim_x + 1, "seen": self.dim_y + g + 1, "own": self.dim_y + g + 1}
+
+    def folded_dims(self):
+        f = self.feature_dims
+        return self.dim_x + f["x"] + f["seen"], self.dim_y + f["own"]
+
+    # ------------------------------------------------------------------ features
+    def neighbour_terms(self, batch, causal):
+        """Everything computed from the nearest seen neighbours (dict of tensors).
+
+        Keys: ``x``, ``seen``, ``own`` ``[B, L, F]`` and ``mean`` ``[B, L, Dy]`` (the Taylor
+        term) over the sequence of L = Nc + Nt points, plus the raw pieces ``idx``,
+        ``found`` (nearest neighbour), ``y_n``, ``slope [B, L, Dx, Dy]``, ``slope_n``,
+        ``flag``, ``flag_n`` (for tests and plots).
+        """
+        xc, xt = tf.cast(batch["xc"], tf.float32), tf.cast(batch["xt"], tf.float32)
+        x = tf.concat([xc, xt], 1)
+        y = tf.cast(tf.concat([batch["yc"], batch["yt"]], 1), tf.float32)
+        valid = tf.concat([batch["mask_c"], batch["mask_t"]], 1) > 0.5
+        nc = tf.shape(xc)[1]
+        sq = tf.reduce_sum(tf.square(x[:, :, None, :] - x[:, None, :, :]), -1)  # [B, L, L]
+        allowed = allowed_neighbours(valid, nc, causal)
+        if self.dim_x == 1:
+            idx, found = nearest(sq, allowed, self.k)
+        else:
+            idx, found = nearest(sq, allowed, 1)
+            idx2, found2 = second_neighbours(x, allowed, idx[..., 0], found[..., 0], self.k, self.min_sin)
+            idx, found = tf.concat([idx, idx2], -1), tf.concat([found, found2], -1)
+        nb, has = idx[..., 0], found[..., 0]
+        hasf = tf.cast(has, tf.float32)[..., None]
+        x_n = tf.where(has[..., None], tf.gather(x, nb, batch_dims=1), x)
+        y_n = tf.gather(y, nb, batch_dims=1) * hasf
+        dx = x - x_n
+        slope, flag = slope_estimates(x, y, idx, found, self.dim_x, self.k, self.min_dx,
+                                      self.max_slope, self.min_sin)
+        slope_n = tf.gather(slope, nb, batch_dims=1) * hasf[..., None]
+        flag_n = tf.where(has, tf.gather(flag, nb, batch_dims=1), 1.0)
+        mean = y_n
+        if self.p == 1:
+            mean = mean + tf.reduce_sum(dx[..., :, None] * slope_n, -2)
+        shape = tf.shape(x)
+        flat = lambda s: tf.reshape(s, [shape[0], shape[1], self.dim_x * self.dim_y])  # noqa: E731
+        out = {"mean": mean, "idx": nb, "found": has, "y_n": y_n, "slope": slope,
+               "slope_n": slope_n, "flag": flag, "flag_n": flag_n}
+        if self.q == 1:
+            out["x"] = tf.concat([x_n, dx, 1.0 - hasf], -1)
+            out["seen"] = tf.concat([y_n, flat(slope_n), flag_n[..., None]], -1)
+            out["own"] = tf.concat([(y - y_n) * hasf, flat(slope), flag[..., None]], -1)
+        else:
+            empty = tf.zeros(tf.concat([shape[:2], [0]], 0))
+            out["x"] = out["seen"] = out["own"] = empty
+        return out
+
+    def features(self, batch, causal=False):
+        """The wrapper's features of ``batch`` (a :class:`LocalTaylorFeatures`)."""
+        f = self.neighbour_terms(batch, causal)
+        nc = tf.shape(batch["xc"])[1]
+        return LocalTaylorFeatures(x=f["x"], seen=f["seen"], own=f["own"], mean_t=f["mean"][:, nc:],
+                                   num_context=nc)
+
+    def fold(self, batch, features):
+        """``batch`` with ``x' = [x, x-group, seen-group]``, ``y' = [y, own-group]``."""
+        if self.q == 0:
+            return batch
+        nc = features.num_context
+        out = dict(batch)
+        for side, sl in (("c", slice(None, nc)), ("t", slice(nc, None))):
+            xk, yk = "x" + side, "y" + side
+            out[xk] = tf.concat([tf.cast(batch[xk], tf.float32), features.x[:, sl], features.seen[:, sl]], -1)
+            out[yk] = tf.concat([tf.cast(batch[yk], tf.float32), features.own[:, sl]], -1)
+        return out
+
+    def adjust(self, params, features):
+        """Add the Taylor term ``features.mean_t`` to the location parameter (``loc``, or
+        mixture ``locs``)."""
+        base = features.mean_t
+        out = dict(params)
+        if "loc" in out:
+            out["loc"] = out["loc"] + tf.cast(base, out["loc"].dtype)
+        elif "locs" in out:
+            out["locs"] = out["locs"] + tf.cast(base, out["locs"].dtype)[..., None]
+        else:
+            raise SpecError("local-taylor needs a likelihood with a 'loc' (or mixture 'locs') "
+                            f"parameter to add its Taylor term to; got parameters {sorted(params)}")
+        return out
+
+    def get_config(self):
+        return {"p": self.p, "q": self.q, "k": self.k, "max_slope": self.max_slope,
+                "min_dx": self.min_dx, "min_sin": self.min_sin}

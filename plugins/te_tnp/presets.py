@@ -1,0 +1,33 @@
+"""TE-TNP model presets (kind ``model``): ``te-tnp`` and ``te-pt-tnp``.
+
+Paper sizes (TE-TNP, Ashman et al. 2024, 1-D GP experiments): Dz = 128, 5 layers,
+8 heads x 16, kernel MLP 2 x 128 (hidden layers x width), ReLU, pre-norm.
+Thesis variants are spec overrides of ``te-tnp``, e.g.::
+
+    build_model("te-tnp", encoder={"attention": {"form": "pre", "relative": "rbf"}})
+    build_model("te-tnp", dim_x=2, encoder={"attention": {"distance": "norm"}})
+    build_model("te-tnp", encoder={"attention": {"location_update": True}})
+    build_model("te-pt-tnp", encoder={"style": "perceiver", "init": "attention"})
+"""
+
+TE_ATTENTION = {"name": "te", "form": "post", "distance": "difference",
+                "kernel_width": 128, "kernel_layers": 2}
+
+TE_TNP = {
+    "description": "TE-TNP: translation-equivariant transformer NP (Ashman et al. 2024).",
+    "kind": "conditional",
+    "encoder": {"name": "transformer", "attention": TE_ATTENTION, "layers": 5, "width": 128,
+                "num_heads": 8, "head_dim": 16, "embed_x": False},
+    "head": {"width": 128, "hidden_layers": 2},
+    "likelihood": {"name": "normal", "min_scale": 1e-3},
+}
+
+TE_PT_TNP = {
+    "description": "TE-PT-TNP: TE-TNP with M=32 pseudo-tokens (IST style, mean-initialised).",
+    "kind": "conditional",
+    "encoder": {"name": "pseudo-token", "attention": TE_ATTENTION, "num_pseudo": 32,
+                "style": "ist", "init": "mean", "layers": 5, "width": 128, "num_heads": 8,
+                "head_dim": 16},
+    "head": {"width": 128, "hidden_layers": 2},
+    "likelihood": {"name": "normal", "min_scale": 1e-3},
+}

@@ -1,0 +1,104 @@
+"""Encoders ``deepset`` (CNP) and ``transformer`` (TNP-D; also the trunk of TE-TNP and
+BSA-TNP), kind ``encoder`` (protocol in ``docs/plugins.md``)."""
+import keras
+import tensorflow as tf
+
+from taylorformer import components
+from taylorformer.layers import MLP, masked_mean
+
+
+class DeepSetEncoder(keras.layers.Layer):
+    """CNP: r = masked mean of MLP([xc, yc]); target rep = MLP([r, xt])."""
+
+    def __init__(self, dim_x, dim_y, width=128, layers=3, **kwargs):
+        super().__init__(**kwargs)
+        self.dim_x, self.dim_y, self.width, self.layers = dim_x, dim_y, width, layers
+        self.output_dim = width
+        self.encode = MLP(width, width, layers, name="encode")
+        self.decode = MLP(width, width, layers, name="decode")
+
+    def call(self, batch):
+        r = masked_mean(self.encode(tf.concat([batch["xc"], batch["yc"]], -1)), batch["mask_c"])
+        r = tf.tile(r[:, None, :], [1, tf.shape(batch["xt"])[1], 1])
+        return self.decode(tf.concat([r, tf.cast(batch["xt"], r.dtype)], -1))
+
+    def get_config(self):
+        return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,
+                "width": self.width, "layers": self.layers}
+
+
+class TransformerEncoder(keras.layers.Layer):
+    """TNP-D: per layer, context self-attention and target->context cross-attention.
+
+    Pre-norm residual layers. The query rows of context and targets go through one
+    attention call against the context keys (weights shared, as in TNP-D's masked
+    transformer where every row attends to context only), so this is exactly the
+    masked Nc+Nt transformer at (Nc+Nt)*Nc instead of (Nc+Nt)^2 cost.
+    Tokens: MLP([x, y, 0]) for context and MLP([x, 0, 1]) for targets; with
+    ``embed_x=False`` x is left out of the tokens and reaches the attention only as
+    positions (translation-equivariant attention plugins need this).
+    """
+
+    def __init__(self, dim_x, dim_y, attention="mha-xy", layers=5, width=128, num_heads=8,
+                 head_dim=16, ffn_width=None, embed_x=True, embed_widths=None, **kwargs):
+        super().__init__(**kwargs)
+        self.dim_x, self.dim_y, self.num_layers, self.width = dim_x, dim_y, layers, width
+        self.num_heads, self.head_dim, self.embed_x = num_heads, head_dim, embed_x
+        self.ffn_width = ffn_width or width
+        self.attention_spec = components.normalize(attention, "encoder.attention")
+        self.output_dim = width
+        # token embedding: hidden widths embed_widths (default two layers of `width`)
+        self.embed_widths = list(embed_widths) if embed_widths else [width, width]
+        self.embed = MLP(width, self.embed_widths, name="embed")
+        attn = {"num_heads": num_heads, "head_dim": head_dim, **self.attention_spec}
+        self.attn = [components.build("attention", attn, "encoder.attention", output_dim=width)
+                     for _ in range(layers)]
+        self.norm1 = [keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(layers)]
+        self.norm2 = [keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(layers)]
+        self.ffn = [MLP(width, self.ffn_width, 1, name=f"ffn_{i}") for i in range(layers)]
+        self.norm_out = keras.layers.LayerNormalization(epsilon=1e-5)
+
+    def tokens(self, batch):
+        """Context and target tokens ``[B, Nc, width]``, ``[B, Nt, width]``."""
+        yc, xt = batch["yc"], batch["xt"]
+        zeros_t = tf.zeros(tf.concat([tf.shape(xt)[:2], [self.dim_y]], 0), yc.dtype)
+        flag_c = tf.zeros_like(yc[..., :1])
+        flag_t = tf.ones_like(zeros_t[..., :1])
+        feat_c, feat_t = [batch["yc"], flag_c], [zeros_t, flag_t]
+        if self.embed_x:
+            feat_c, feat_t = [batch["xc"]] + feat_c, [xt] + feat_t
+        return self.embed(tf.concat(feat_c, -1)), self.embed(tf.concat(feat_t, -1))
+
+    def positions(self, batch):
+        """Locations handed to the attention score: ``[B, Nc, P]``, ``[B, Nt, P]`` (x here)."""
+        return batch["xc"], batch["xt"]
+
+    def call(self, batch):
+        ctx, tgt = self.tokens(batch)
+        (xc, xt), mask_c = self.positions(batch), batch["mask_c"]
+        if not self.embed_x:  # x only as positions (differences): centre them so float32
+            ref = masked_mean(xc, mask_c)[:, None, :]  # location updates stay exact far from 0
+            xc, xt = xc - ref, xt - ref
+        return self.run_layers(ctx, tgt, xc, xt, mask_c)
+
+    def run_layers(self, ctx, tgt, pc, pt, mask_c):
+        """The residual layers on tokens ``ctx [B, Nc, D]``, ``tgt [B, Nt, D]`` with
+        positions ``pc``, ``pt``; returns normalised target representations ``[B, Nt, D]``."""
+        nc = tf.shape(ctx)[1]
+        q_pos = tf.concat([pc, pt], 1)
+        for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
+            keys = norm1(ctx)
+            queries = tf.concat([keys, norm1(tgt)], axis=1)
+            out = attn(queries, keys, q_pos=q_pos, k_pos=pc, key_mask=mask_c)
+            if attn.updates_positions:  # an attention that moves locations (e.g. te)
+                out, q_pos = out
+                pc = q_pos[:, :nc]
+            ctx, tgt = ctx + out[:, :nc], tgt + out[:, nc:]
+            ctx, tgt = ctx + ffn(norm2(ctx)), tgt + ffn(norm2(tgt))
+        return self.norm_out(tgt)
+
+    def get_config(self):
+        return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,
+                "attention": self.attention_spec, "layers": self.num_layers, "width": self.width,
+                "num_heads": self.num_heads, "head_dim": self.head_dim,
+                "ffn_width": self.ffn_width, "embed_x": self.embed_x, "embed_widths": self.embed_widths}

@@ -1,0 +1,75 @@
+"""TNP-A encoder (``tnp-a``, kind ``encoder``): the autoregressive TNP (Nguyen & Grover 2022).
+
+Doubled sequence ``[context; targets with y; targets with y = 0]`` of Nc + 2Nt tokens,
+tokens ``MLP([x, y, flag])`` (flag 1 on the zero-y copies). A real target copy j attends
+to the context and real targets <= j; the zero-y copy of i attends to the context and
+real targets < i; predictions are read from the zero-y copies. Zero-y copies are never
+keys, so each layer computes (Nc + 2Nt) x (Nc + Nt) scores. Pre-norm residual layers (as
+the ``transformer``/TNP-D encoder). The encoder is *causal* (``causal = True``): one
+teacher-forced pass gives every conditional of the chain rule. With a LocalTaylor wrapper
+its features are folded into x and y (generic wrapping).
+"""
+import keras
+import tensorflow as tf
+
+from taylorformer import components
+from taylorformer.layers import MLP
+
+
+def tnpa_pair_mask(nc, nt):
+    """TNP-A: queries over Nc + 2Nt tokens, keys over the first Nc + Nt (context, real)."""
+    def allowed(q, k):
+        q, k = q[:, None], k[None, :]
+        real_q = (q >= nc) & (q < nc + nt)
+        fake_q = q >= nc + nt
+        kr = k - nc
+        return (k < nc) | ((k < nc + nt) & ((real_q & (kr <= q - nc)) | (fake_q & (kr < q - nc - nt))))
+    return allowed
+
+
+class TNPAEncoder(keras.layers.Layer):
+    """TNP-A: masked transformer over [context; targets with y; targets with y = 0]."""
+
+    causal = True
+
+    def __init__(self, dim_x, dim_y, attention="mha-xy", layers=6, width=64, num_heads=4,
+                 head_dim=16, ffn_width=128, dropout=0.0, **kwargs):
+        kwargs.setdefault("autocast", False)  # the batch stays float32; Dense sublayers autocast
+        super().__init__(**kwargs)
+        self.dim_x, self.dim_y, self.num_layers, self.width = dim_x, dim_y, layers, width
+        self.num_heads, self.head_dim, self.ffn_width, self.dropout = num_heads, head_dim, ffn_width, dropout
+        self.attention_spec = components.normalize(attention, "encoder.attention")
+        self.output_dim = width
+        self.embed = MLP(width, width, 2, name="embed")
+        spec = {"num_heads": num_heads, "head_dim": head_dim, **self.attention_spec}
+        self.attn = [components.build("attention", spec, "encoder.attention", output_dim=width)
+                     for _ in range(layers)]
+        self.norm1 = [keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(layers)]
+        self.norm2 = [keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(layers)]
+        self.ffn = [MLP(width, ffn_width, 1, name=f"ffn_{i}") for i in range(layers)]
+        self.drop = keras.layers.Dropout(dropout)
+        self.norm_out = keras.layers.LayerNormalization(epsilon=1e-5)
+
+    def call(self, batch, training=None):
+        xc, yc, xt, yt = (tf.cast(batch[k], tf.float32) for k in ("xc", "yc", "xt", "yt"))
+        nc, nt = tf.shape(xc)[1], tf.shape(xt)[1]
+        flag_c, flag_t = tf.zeros_like(yc[..., :1]), tf.zeros_like(yt[..., :1])
+        tokens = self.embed(tf.concat([
+            tf.concat([xc, yc, flag_c], -1),
+            tf.concat([xt, yt, flag_t], -1),
+            tf.concat([xt, tf.zeros_like(yt), tf.ones_like(flag_t)], -1)], 1))
+        key_mask = tf.concat([batch["mask_c"], batch["mask_t"]], 1)
+        pair_mask = tnpa_pair_mask(nc, nt)
+        h = tokens
+        for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
+            q = norm1(h)
+            h = h + self.drop(attn(q, q[:, :nc + nt], key_mask=key_mask, pair_mask_fn=pair_mask),
+                              training=training)
+            h = h + self.drop(ffn(norm2(h)), training=training)
+        return self.norm_out(h[:, nc + nt:])
+
+    def get_config(self):
+        return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,
+                "attention": self.attention_spec, "layers": self.num_layers, "width": self.width,
+                "num_heads": self.num_heads, "head_dim": self.head_dim,
+                "ffn_width": self.ffn_width, "dropout": self.dropout}

@@ -1,0 +1,118 @@
+"""Gaussian-process maths in NumPy float64: kernels, joint covariances, draws and the
+exact predictive log-likelihoods that serve as the ceiling of GP tasks.
+
+The task plugins built on it are :mod:`taylorformer.tasks.gp` (1-D and N-D regression)
+and :mod:`taylorformer.tasks.spatial_gp` / :mod:`taylorformer.tasks.sphere` (BSA-TNP).
+"""
+import math
+
+import numpy as np
+
+from taylorformer.errors import SpecError
+
+#: kernel names; ``rbf`` is an alias of ``eq``
+KERNELS = ("eq", "matern12", "matern32", "matern52", "periodic")
+KERNEL_ALIASES = {"rbf": "eq"}
+#: added to the diagonal of every joint covariance (variance units)
+JITTER = 1e-8
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def canonical_kernel(kind):
+    """Canonical kernel name (``"rbf"`` -> ``"eq"``); :class:`SpecError` if unknown."""
+    name = KERNEL_ALIASES.get(kind, kind)
+    if name not in KERNELS:
+        known = ", ".join(KERNELS + tuple(KERNEL_ALIASES))
+        raise SpecError(f"unknown GP kernel {kind!r}; known kernels: {known}")
+    return name
+
+
+def kernel_matrix(kind, x1, x2, lengthscale=1.0, scale=1.0, period=1.0):
+    """Kernel matrix ``[N1, N2]`` (float64) between inputs ``x1 [N1, Dx]`` and ``x2 [N2, Dx]``.
+
+    With ``r = ||x - x'|| / lengthscale`` (isotropic):
+    ``eq``: ``s^2 exp(-r^2 / 2)``; ``matern12``: ``s^2 exp(-r)``;
+    ``matern32``: ``s^2 (1 + sqrt3 r) exp(-sqrt3 r)``;
+    ``matern52``: ``s^2 (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)``;
+    ``periodic``: ``s^2 exp(-2 sum_d sin^2(pi (x_d - x'_d) / period) / lengthscale^2)``.
+    """
+    kind = canonical_kernel(kind)
+    x1 = np.asarray(x1, np.float64)
+    x2 = np.asarray(x2, np.float64)
+    diff = x1[:, None, :] - x2[None, :, :]
+    if kind == "periodic":
+        k = np.exp(-2.0 * np.sum(np.sin(np.pi * diff / period) ** 2, axis=-1) / lengthscale**2)
+    else:
+        r = np.sqrt(np.sum(diff**2, axis=-1)) / lengthscale
+        if kind == "eq":
+            k = np.exp(-0.5 * r**2)
+        elif kind == "matern12":
+            k = np.exp(-r)
+        elif kind == "matern32":
+            k = (1.0 + math.sqrt(3.0) * r) * np.exp(-math.sqrt(3.0) * r)
+        else:
+            k = (1.0 + math.sqrt(5.0) * r + 5.0 / 3.0 * r**2) * np.exp(-math.sqrt(5.0) * r)
+    return scale**2 * k
+
+
+def joint_covariance(kind, xc, xt, lengthscale=1.0, scale=1.0, period=1.0, noise=0.0,
+                     noise_on="both"):
+    """Covariance ``[Nc+Nt, Nc+Nt]`` of ``[yc; yt]``: kernel + noise^2 + :data:`JITTER`.
+
+    ``xc [Nc, Dx]``, ``xt [Nt, Dx]``; ``noise_on="context"`` leaves the targets noiseless.
+    """
+    x = np.concatenate([np.asarray(xc, np.float64), np.asarray(xt, np.float64)], axis=0)
+    cov = kernel_matrix(kind, x, x, lengthscale, scale, period)
+    noise_var = np.full(len(x), float(noise) ** 2)
+    if noise_on == "context":
+        noise_var[len(xc):] = 0.0
+    cov[np.diag_indices_from(cov)] += noise_var + JITTER
+    return cov
+
+
+def loglik_from_cholesky(chol, num_context, yc, yt):
+    """Exact predictive log-likelihoods of ``yt [Nt]`` given ``yc [Nc]``, per target point.
+
+    ``chol`` is the lower Cholesky factor ``[Nc+Nt, Nc+Nt]`` of the joint covariance of
+    ``[yc; yt]`` (context first). Its target block is the Cholesky factor of the
+    posterior covariance, so one factorisation serves sampling and evaluation.
+    Returns ``(marginal, joint)``: mean over targets of ``log p(yt_i | yc)``, and
+    ``log p(yt | yc) / Nt``. ``Nc = 0`` gives the prior predictive.
+    """
+    nc = num_context
+    yc = np.asarray(yc, np.float64).reshape(-1)
+    yt = np.asarray(yt, np.float64).reshape(-1)
+    l_tc, l_tt = chol[nc:, :nc], chol[nc:, nc:]
+    mean = l_tc @ np.linalg.solve(chol[:nc, :nc], yc) if nc else np.zeros_like(yt)
+    resid = yt - mean
+    var = np.sum(l_tt**2, axis=1)
+    marginal = -0.5 * np.mean(_LOG_2PI + np.log(var) + resid**2 / var)
+    white = np.linalg.solve(l_tt, resid)
+    joint = -0.5 * np.mean(_LOG_2PI + white**2) - np.mean(np.log(np.diag(l_tt)))
+    return float(marginal), float(joint)
+
+
+def gp_posterior_loglik(xc, yc, xt, yt, kernel="eq", lengthscale=1.0, scale=1.0, period=1.0,
+                        noise=0.0, noise_on="both"):
+    """GP posterior predictive log-likelihood of ``yt`` given ``(xc, yc)``, per target point.
+
+    ``xc [Nc, Dx]`` (``Nc`` may be 0: shape ``[0, Dx]``), ``yc [Nc]``, ``xt [Nt, Dx]``, ``yt [Nt]``; the
+    covariance is :func:`joint_covariance`. Returns ``(marginal, joint)`` as in
+    :func:`loglik_from_cholesky`, computed in float64.
+    """
+    cov = joint_covariance(kernel, xc, xt, lengthscale, scale, period, noise, noise_on)
+    return loglik_from_cholesky(np.linalg.cholesky(cov), len(xc), yc, yt)
+
+
+def sample_gp(rng, xc, xt, kernel="eq", lengthscale=1.0, scale=1.0, period=1.0, noise=0.0,
+              noise_on="both"):
+    """One GP draw at ``xc [Nc, Dx]``, ``xt [Nt, Dx]`` with its exact target log-likelihoods.
+
+    Returns ``(yc [Nc], yt [Nt], marginal, joint)``: outputs as float32, and the
+    log-likelihoods of :func:`loglik_from_cholesky` computed on those float32 values.
+    """
+    cov = joint_covariance(kernel, xc, xt, lengthscale, scale, period, noise, noise_on)
+    chol = np.linalg.cholesky(cov)
+    y = (chol @ rng.standard_normal(len(cov))).astype(np.float32)
+    nc = len(xc)
+    return (y[:nc], y[nc:], *loglik_from_cholesky(chol, nc, y[:nc], y[nc:]))

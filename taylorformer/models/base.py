@@ -1,0 +1,115 @@
+"""NeuralProcess: the plumbing every NP model shares (spec as config, head, likelihood,
+wrapper), and the one path from a resolved spec to a built model (:meth:`from_spec`).
+
+encoder (registered) -> target representations [B, Nt, Dz] -> head MLP -> raw
+parameters [B, Nt, P] (float32) -> likelihood (registered) -> parameter dict ->
+``tfp.distributions.Distribution`` with batch shape [B, Nt, Dy].
+The model's Keras config is its resolved spec, so save/load rebuilds it exactly.
+
+A spec ``"wrapper"`` (kind ``wrapper``, e.g. ``local-taylor``) wraps the network through
+its protocol (``docs/plugins.md``): ``features = wrapper.features(batch, causal)`` before
+the encoder; an encoder that declares ``reads_wrapper_features = True`` is called as
+``encoder(batch, features=features)``, any other one on ``wrapper.fold(batch, features)``
+(built for ``wrapper.folded_dims()``); after the likelihood's ``parameters``,
+``wrapper.adjust(params, features)``.
+"""
+import contextlib
+
+import keras
+import tensorflow as tf
+
+from taylorformer import components, registry
+from taylorformer.batch import validate_batch, with_masks
+from taylorformer.layers import MLP
+from taylorformer.spec import resolve_spec
+
+
+@contextlib.contextmanager
+def dtype_policy_scope(policy):
+    """Keras' global dtype policy set to ``policy`` (a name such as ``"mixed_bfloat16"``;
+    ``None``: unchanged) inside the block, restored after it. Each layer keeps the policy
+    it was created with, so a model built inside the block keeps it, and models built
+    later in the process are not affected."""
+    if not policy:
+        yield
+        return
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+class NeuralProcess(keras.Model):
+    """Shared plumbing of NP models: spec as config, likelihood, head, wrapper, loading."""
+
+    #: may target i condition on targets before it? (picks the wrapper's neighbour sets)
+    causal = False
+
+    def __init__(self, spec, **kwargs):
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.dim_x, self.dim_y = spec["dim_x"], spec["dim_y"]
+        self.likelihood = components.build("likelihood", spec["likelihood"], "likelihood")
+        self.head = MLP(self.likelihood.num_params(self.dim_y), output_dtype="float32",
+                        name="head", **spec["head"])
+        self.wrapper = None
+        if spec.get("wrapper") is not None:
+            self.wrapper = components.build("wrapper", spec["wrapper"], "wrapper",
+                                            dim_x=self.dim_x, dim_y=self.dim_y)
+        entry = components.normalize(spec["encoder"], "encoder")
+        reads = getattr(registry.get("encoder", entry["name"]), "reads_wrapper_features", False)
+        self._fold = self.wrapper is not None and not reads
+        dim_x, dim_y = self.wrapper.folded_dims() if self._fold else (self.dim_x, self.dim_y)
+        self.encoder = components.build("encoder", entry, "encoder", dim_x=dim_x, dim_y=dim_y)
+
+    @classmethod
+    def from_spec(cls, spec, name=None):
+        """The model of a resolved spec (:func:`taylorformer.spec.resolve_spec`), built
+        under its dtype policy, with its variables created."""
+        kwargs = {"name": name} if name else {}
+        with dtype_policy_scope(spec["dtype_policy"]):
+            model = cls(spec, **kwargs)
+            model(model.dummy_batch())  # create the variables now: summaries and loading need them
+        return model
+
+    def prepare(self, batch):
+        """Add default masks; validate the batch when running eagerly."""
+        if tf.executing_eagerly():
+            validate_batch(batch, self.dim_x, self.dim_y)
+        return with_masks(batch)
+
+    def call(self, batch, training=None):
+        """Distribution parameters (dict of float32 ``[B, Nt, ...]`` tensors)."""
+        batch = self.prepare(batch)
+        if self.wrapper is None:
+            return self.likelihood.parameters(self.head(self.encoder(batch, training=training)))
+        features = self.wrapper.features(batch, causal=self.causal)
+        if self._fold:
+            reps = self.encoder(self.wrapper.fold(batch, features), training=training)
+        else:
+            reps = self.encoder(batch, features=features, training=training)
+        return self.wrapper.adjust(self.likelihood.parameters(self.head(reps)), features)
+
+    def predict_distribution(self, batch, training=False):
+        """``tfp`` distribution over ``yt`` with batch shape ``[B, Nt, Dy]``."""
+        return self.likelihood.distribution(self(batch, training=training))
+
+    def dummy_batch(self, nc=3, nt=2):
+        zeros = lambda n, d: tf.zeros([1, n, d])  # noqa: E731
+        return {"xc": zeros(nc, self.dim_x), "yc": zeros(nc, self.dim_y),
+                "xt": zeros(nt, self.dim_x), "yt": zeros(nt, self.dim_y)}
+
+    def get_config(self):
+        return {"spec": self.spec, "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls.from_spec(resolve_spec(config["spec"]), name=config.get("name"))
+
+    def get_build_config(self):
+        return {"dim_x": self.dim_x, "dim_y": self.dim_y}
+
+    def build_from_config(self, config):
+        self(self.dummy_batch())

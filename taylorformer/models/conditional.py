@@ -1,0 +1,9 @@
+"""ConditionalNP: targets independent given the context (CNP, TNP-D, TE-TNP, BSA-TNP)."""
+import keras
+
+from taylorformer.models.base import NeuralProcess
+
+
+@keras.saving.register_keras_serializable(package="taylorformer", name="ConditionalNP")
+class ConditionalNP(NeuralProcess):
+    """Factorised predictive: p(yt | xt, context) = prod_i p(yt_i | xt_i, context)."""

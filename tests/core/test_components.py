@@ -1,0 +1,66 @@
+"""The plugin author kit (:mod:`taylorformer.testing`) run over every registered
+attention, encoder, likelihood, wrapper and task: the built-ins pass the checks a
+third-party plugin is asked to pass (small sizes keep it fast; an unknown component is
+checked with its defaults)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from taylorformer import registry, testing
+from taylorformer.tasks.csv_series import DataFileNotFoundError
+
+SMALL = {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}
+ATTENTION = {"te": {"kernel_width": 8}}
+ENCODERS = {
+    "deepset": {"width": 16, "layers": 1},
+    "transformer": SMALL,
+    "tnp-a": {**SMALL, "ffn_width": 16},
+    "taylorformer": {"layers": 2, "width": 8, "num_heads": 2, "head_dim": 4, "enc_dim": 4},
+    "pseudo-token": {**SMALL, "num_pseudo": 3, "attention": {"name": "te", "kernel_width": 8}},
+    "kr-block": {**SMALL, "ffn_width": 16, "embed_widths": [16]},
+}
+SPATIAL = {"num_context": [8, 16], "num_target": 16}
+TASKS = {"gp": {"num_target": 8}, "gp-2d-bsa": SPATIAL, "sphere-gp": SPATIAL,
+         "sir": {**SPATIAL, "grid": 16}, "generic-spatial": {"num_context": [4, 8], "num_target": 8}}
+
+
+def _names(kind):
+    return registry.names(kind)
+
+
+@pytest.mark.parametrize("name", _names("attention"))
+def test_attention(name):
+    testing.check_attention(name, **ATTENTION.get(name, {}))
+
+
+def test_attention_that_moves_positions():
+    testing.check_attention("te", kernel_width=8, location_update=True)
+
+
+@pytest.mark.parametrize("name", _names("encoder"))
+def test_encoder(name):
+    testing.check_encoder(name, **ENCODERS.get(name, {}))
+
+
+@pytest.mark.parametrize("name", _names("likelihood"))
+def test_likelihood(name):
+    testing.check_likelihood(name)
+
+
+@pytest.mark.parametrize("name", _names("wrapper"))
+def test_wrapper(name):
+    testing.check_wrapper(name)
+
+
+@pytest.mark.parametrize("name", _names("task"))
+def test_task(name, tmp_path):
+    config = dict(TASKS.get(name, {}))
+    if name == "csv":
+        path = tmp_path / "series.csv"
+        rng = np.random.default_rng(0)
+        pd.DataFrame({"y": np.cumsum(rng.normal(size=400))}).to_csv(path, index=False)
+        config = {"path": str(path), "target_columns": "y", "context_length": 16, "horizon": 8}
+    try:
+        testing.check_task(name, **config)
+    except DataFileNotFoundError as exc:  # named datasets read ../shared/data in this repository
+        pytest.skip(str(exc))

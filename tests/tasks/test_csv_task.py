@@ -1,0 +1,248 @@
+"""CSV forecasting task (tasks/csv_series.py) against independent computations."""
+import inspect
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from taylorformer import registry
+from taylorformer.errors import SpecError
+from taylorformer.task import make_task
+from taylorformer.tasks.csv_series import (
+    DATA_DIR_ENV,
+    CSVSeriesTask,
+    DataFileNotFoundError,
+    data_dirs,
+)
+
+
+def write_csv(tmp_path, n=100, name="series.csv", **columns):
+    """CSV with an hourly ``date`` column, ``y = t`` and ``z = 10 t^2 + 3``, plus ``columns``."""
+    t = np.arange(n)
+    df = pd.DataFrame({"date": pd.date_range("2020-01-01", periods=n, freq="h"),
+                       "y": t.astype(float), "z": 10.0 * t**2 + 3.0, **columns})
+    path = tmp_path / name
+    df.to_csv(path, index=False)
+    return path
+
+
+def make(path, **kw):
+    opts = {"target_columns": "y", "date_column": "date", "split": (0.6, 0.2, 0.2),
+            "context_length": 5, "horizon": 3}
+    return make_task("csv", {"path": str(path), **opts, **kw})
+
+
+def collect(ds):
+    batches = [{k: v.numpy() for k, v in b.items()} for b in ds]
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def test_registry_lists_csv_tasks():
+    names = registry.names("task")
+    assert {"csv", "ett", "exchange-rate"} <= set(names)
+    for name in ("csv", "ett", "exchange-rate"):
+        assert registry.entry("task", name).description
+
+
+def test_split_boundaries_are_chronological_floor_of_ratios(tmp_path):
+    # 0.69 + 0.11 == 0.7999999999999999 in floats: the val/test cut must still be row 80
+    task = make(write_csv(tmp_path, n=100), split=(0.69, 0.11, 0.20))
+    assert task.split_bounds == {"train": (0, 69), "val": (69, 80), "test": (80, 100)}
+    task = make(write_csv(tmp_path, n=1001), split=(0.7, 0.1, 0.2))
+    assert task.split_bounds == {"train": (0, 700), "val": (700, 800), "test": (800, 1001)}
+
+
+def test_standardisation_uses_training_rows_only(tmp_path):
+    task = make(write_csv(tmp_path, n=100), target_columns=["y", "z"])
+    t = np.arange(60.0)  # training rows 0..59
+    for j, col in enumerate([t, 10 * t**2 + 3]):
+        mean = col.sum() / len(col)
+        std = np.sqrt(((col - mean) ** 2).sum() / len(col))
+        assert task.mean[j] == pytest.approx(mean, rel=1e-12)
+        assert task.std[j] == pytest.approx(std, rel=1e-12)
+    assert task.dim_y == 2
+    full = np.arange(100.0)
+    np.testing.assert_allclose(task.scaled[:, 0], (full - 29.5) / np.sqrt((t - 29.5).var()), rtol=1e-6)
+
+
+def test_windows_hold_exactly_the_right_rows_and_rescaled_x(tmp_path):
+    task = make(write_csv(tmp_path, n=100), target_columns=["y", "z"])
+    c, h = 5, 3
+    for split in ("train", "test"):
+        b = next(iter(task.dataset(split, batch_size=6, seed=4)))
+        assert b["xc"].shape == (6, c, 1) and b["yc"].shape == (6, c, 2)
+        assert b["xt"].shape == (6, h, 1) and b["yt"].shape == (6, h, 2)
+        assert b["window_start"].dtype.name == "int64"
+        np.testing.assert_array_equal(b["mask_c"], np.ones((6, c)))
+        np.testing.assert_array_equal(b["mask_t"], np.ones((6, h)))
+        for i, start in enumerate(b["window_start"].numpy()):
+            rows = np.arange(start, start + c + h, dtype=float)
+            yc, yt = task.to_original_units(b["yc"][i]), task.to_original_units(b["yt"][i])
+            np.testing.assert_allclose(yc[:, 0], rows[:c], atol=1e-4)
+            np.testing.assert_allclose(yt[:, 0], rows[c:], atol=1e-4)
+            np.testing.assert_allclose(yt[:, 1], 10 * rows[c:] ** 2 + 3, rtol=1e-6)
+    # x: first context row -> -1, last target row -> +1, uniform steps of 2 / (C + H - 1)
+    expected = -1 + 2 * np.arange(c + h) / (c + h - 1)
+    np.testing.assert_allclose(b["xc"][0, :, 0], expected[:c], atol=1e-7)
+    np.testing.assert_allclose(b["xt"][0, :, 0], expected[c:], atol=1e-7)
+    assert b["xc"][0, 0, 0] == -1.0 and b["xt"][0, -1, 0] == 1.0
+
+
+def test_eval_windows_complete_ordered_and_identical_across_calls(tmp_path):
+    task = make(write_csv(tmp_path, n=100))  # val rows 60..79, test rows 80..99, window 8
+    first = collect(task.dataset("test", batch_size=4))
+    np.testing.assert_array_equal(first["window_start"], np.arange(80, 93))
+    second = collect(task.dataset("test", batch_size=4))
+    for key in first:
+        np.testing.assert_array_equal(first[key], second[key])
+    val = collect(task.dataset("val", batch_size=5))
+    np.testing.assert_array_equal(val["window_start"], np.arange(60, 73))
+    capped = collect(task.dataset("test", batch_size=4, num_batches=2))
+    np.testing.assert_array_equal(capped["window_start"], np.arange(80, 88))
+    strided = make(write_csv(tmp_path, n=100), eval_stride=3)
+    np.testing.assert_array_equal(collect(strided.dataset("test", batch_size=2))["window_start"],
+                                  [80, 83, 86, 89, 92])
+    with pytest.raises(SpecError, match="split must be one of .*'tset'"):
+        task.dataset("tset")
+
+
+def test_training_windows_seeded_in_range_and_infinite(tmp_path):
+    import tensorflow as tf
+
+    task = make(write_csv(tmp_path, n=100))
+    a = collect(task.dataset("train", batch_size=8, seed=1, num_batches=5))
+    b = collect(task.dataset("train", batch_size=8, seed=1, num_batches=5))
+    c = collect(task.dataset("train", batch_size=8, seed=2, num_batches=5))
+    np.testing.assert_array_equal(a["window_start"], b["window_start"])
+    np.testing.assert_array_equal(a["yt"], b["yt"])
+    assert not np.array_equal(a["window_start"], c["window_start"])
+    assert a["window_start"].min() >= 0 and a["window_start"].max() <= 60 - 8
+    endless = task.dataset("train", batch_size=2, seed=1)
+    assert endless.cardinality().numpy() == tf.data.INFINITE_CARDINALITY
+    assert len(list(endless.take(40))) == 40
+    # every training start 0..52 is drawn (800 draws)
+    many = collect(task.dataset("train", batch_size=8, seed=0, num_batches=100))["window_start"]
+    assert set(many) == set(range(53))
+
+
+def test_window_and_series_give_raw_values_and_dates(tmp_path):
+    task = make(write_csv(tmp_path, n=100))
+    start = int(collect(task.dataset("test", batch_size=4))["window_start"][3])
+    win = task.window(start)
+    np.testing.assert_array_equal(win["y"][:, 0], np.arange(start, start + 8))
+    np.testing.assert_array_equal(win["dates"], pd.date_range("2020-01-01", periods=100, freq="h")
+                                  [start:start + 8].to_numpy())
+    np.testing.assert_array_equal(win["x"], task.x)
+    test = task.series("test")
+    np.testing.assert_array_equal(test["index"], np.arange(80, 100))
+    np.testing.assert_array_equal(test["y"][:, 0], np.arange(80, 100))
+    with pytest.raises(SpecError, match="out of range"):
+        task.window(93)
+
+
+def test_get_config_json_roundtrip_rebuilds_same_task(tmp_path):
+    task = make(write_csv(tmp_path, n=100), target_columns=["y", "z"], eval_stride=2, nan_policy="drop")
+    config = json.loads(json.dumps(task.get_config()))
+    assert set(config) == set(inspect.signature(CSVSeriesTask).parameters)
+    again = CSVSeriesTask(**config)
+    assert again.get_config() == task.get_config()
+    a, b = collect(task.dataset("val", batch_size=3)), collect(again.dataset("val", batch_size=3))
+    np.testing.assert_array_equal(a["yt"], b["yt"])
+
+
+def test_nan_policies(tmp_path):
+    y = np.arange(100.0)
+    y[[3, 7]] = np.nan
+    path = write_csv(tmp_path, n=100, w=y)
+    with pytest.raises(SpecError, match=r"NaN in 2 row\(s\): \[3, 7\].*nan_policy") as err:
+        make(path, target_columns="w")
+    assert str(path) in str(err.value)
+    dropped = make(path, target_columns="w", nan_policy="drop")
+    assert len(dropped.values) == 98
+    np.testing.assert_array_equal(dropped.series()["file_rows"][:8], [0, 1, 2, 4, 5, 6, 8, 9])
+    filled = make(path, target_columns="w", nan_policy="ffill")
+    np.testing.assert_array_equal(filled.values[[3, 7], 0], [2.0, 6.0])
+    y[0] = np.nan
+    with pytest.raises(SpecError, match=r"rows \[0\].*no earlier value"):
+        make(write_csv(tmp_path, n=100, name="lead.csv", w=y), target_columns="w", nan_policy="ffill")
+
+
+@pytest.mark.parametrize("kw, pattern", [
+    ({"target_columns": "yy"}, r"no column 'yy'; did you mean 'y'"),
+    ({"date_column": "dat"}, r"no column 'dat'; did you mean 'date'"),
+    ({"target_columns": "s"}, r"target column 's' .* not numeric .*row 2: 'abc'"),
+    ({"horizon": 0}, "horizon must be a positive integer"),
+    ({"context_length": -4}, "context_length must be a positive integer"),
+    ({"split": (0.5, 0.2, 0.2)}, "summing to 1"),
+    ({"split": (0.9, -0.1, 0.2)}, "three positive ratios"),
+    ({"split": (0.8, 0.2)}, "three positive ratios"),
+    ({"nan_policy": "zero"}, "nan_policy must be one of"),
+    ({"horizon": 30}, r"val split .* has 20 rows .* needs context_length \+ horizon = 5 \+ 30 = 35 rows"),
+    ({"target_columns": None}, "needs target_columns"),
+    ({"target_columns": ["y", "y"]}, "distinct"),
+    ({"contxt_length": 3}, r"task 'csv' has no option 'contxt_length'; did you mean 'context_length'"),
+    ({"column_names": ["a", "b"]}, "has 4 columns but column_names names 2"),
+])
+def test_errors_name_the_problem(tmp_path, kw, pattern):
+    s = np.array(["1.0", "2.0", "abc"] + ["3.0"] * 97)
+    path = write_csv(tmp_path, n=100, s=s)
+    with pytest.raises(SpecError, match=pattern) as err:
+        make(path, **kw)
+    if "unknown" in pattern:
+        assert all(k in str(err.value) for k in inspect.signature(CSVSeriesTask).parameters)
+
+
+def test_constant_and_unordered_series_are_rejected(tmp_path):
+    with pytest.raises(SpecError, match=r"\['c'\] .* constant over the training rows"):
+        make(write_csv(tmp_path, n=100, c=np.ones(100)), target_columns="c")
+    path = write_csv(tmp_path, n=100)
+    df = pd.read_csv(path)
+    df.loc[[10, 11], "date"] = df.loc[[11, 10], "date"].to_numpy()
+    df.to_csv(path, index=False)
+    with pytest.raises(SpecError, match=r"not in chronological order.*after rows \[10\]"):
+        make(path)
+
+
+def test_missing_file_lists_places_searched(tmp_path, monkeypatch):
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+    with pytest.raises(DataFileNotFoundError, match="nope.csv") as err:
+        make("nope.csv")
+    assert str(tmp_path / "data" / "nope.csv") in str(err.value)
+    assert isinstance(err.value, FileNotFoundError)
+
+
+def test_data_dir_env_var_and_path_override(tmp_path, monkeypatch):
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    assert data_dirs() == [tmp_path]
+    (tmp_path / "ett").mkdir()
+    write_csv(tmp_path / "ett", n=300, name="ETTh1.csv", OT=np.sin(np.arange(300.0)))
+    ett = registry.get("task", "ett")(context_length=4, horizon=2)
+    assert ett.resolved_path == tmp_path / "ett" / "ETTh1.csv"
+    assert ett.split_bounds["train"] == (0, 207) and ett.target_columns == ["OT"]
+    other = write_csv(tmp_path, n=100, name="other.csv", OT=np.cos(np.arange(100.0)))
+    assert registry.get("task", "ett")(path=str(other), context_length=4, horizon=2).resolved_path == other
+    monkeypatch.delenv(DATA_DIR_ENV)
+    assert data_dirs()[-1].name == "data" and data_dirs()[-1].parent.name == "shared"
+
+
+# Rows per split at context 96, horizon 96 (split 69/11/20, windows inside a split).
+REAL = {"ett": (17420, {"train": (0, 12019), "val": (12019, 13936), "test": (13936, 17420)}),
+        "exchange-rate": (7588, {"train": (0, 5235), "val": (5235, 6070), "test": (6070, 7588)})}
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_real_presets_load(name, monkeypatch):
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    try:
+        task = registry.get("task", name)()
+    except DataFileNotFoundError:
+        pytest.skip(f"data for {name} not available")
+    rows, bounds = REAL[name]
+    assert len(task.values) == rows and task.split_bounds == bounds and task.dim_y == 1
+    b = next(iter(task.dataset("test", batch_size=2)))
+    assert b["yc"].shape == (2, 96, 1) and b["yt"].shape == (2, 96, 1)
+    raw = task.window(int(b["window_start"][1]))["y"][:, 0]
+    np.testing.assert_allclose(task.to_original_units(b["yc"][1])[:, 0], raw[:96], rtol=1e-5, atol=1e-5 * task.std[0])
+    train = task.series("train")["y"][:, 0]
+    assert task.mean[0] == pytest.approx(train.mean()) and task.std[0] == pytest.approx(train.std())

@@ -13,8 +13,6 @@
 
 Frame of the sphere: x axis through (lat 0, lon 0), z axis through the north pole.
 """
-import math
-
 import numpy as np
 
 from taylorformer.batch import empty_batch

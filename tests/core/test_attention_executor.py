@@ -31,10 +31,10 @@ class RBFBiasScore:
         return mha_score(q, k) + tf.reduce_sum(self.a[None, :, None, None] * rbf, -1)
 
 
-def numpy_reference(score, q, k, v, qp, kp, valid, dout):
-    """Float64 forward and hand-derived backward of masked softmax attention with the
-    RBF-biased score. valid: [B,1|H,Nq,Nk] bool. Returns out, (dq, dk, dv, dqp, dkp, da, db)."""
-    q, k, v, qp, kp, dout = (np.asarray(x, np.float64) for x in (q, k, v, qp, kp, dout))
+def numpy_weights(score, q, k, qp, kp, valid):
+    """Float64 masked softmax weights p [B,H,Nq,Nk] of the RBF-biased score, with the
+    pair differences [B,Nq,Nk,P], squared distances and RBF terms [B,H,Nq,Nk,F]."""
+    q, k, qp, kp = (np.asarray(x, np.float64) for x in (q, k, qp, kp))
     a, b = (np.asarray(w.numpy(), np.float64) for w in (score.a, score.b))
     diff = qp[:, :, None] - kp[:, None]  # [B,Nq,Nk,P]
     r2 = (diff ** 2).sum(-1)
@@ -44,7 +44,15 @@ def numpy_reference(score, q, k, v, qp, kp, valid, dout):
     m = s.max(-1, keepdims=True)
     e = np.where(valid, np.exp(s - np.where(np.isfinite(m), m, 0.0)), 0.0)
     z = e.sum(-1, keepdims=True)
-    p = np.divide(e, z, out=np.zeros_like(e), where=z > 0)
+    return np.divide(e, z, out=np.zeros_like(e), where=z > 0), diff, r2, rbf
+
+
+def numpy_reference(score, q, k, v, qp, kp, valid, dout):
+    """Float64 forward and hand-derived backward of masked softmax attention with the
+    RBF-biased score. valid: [B,1|H,Nq,Nk] bool. Returns out, (dq, dk, dv, dqp, dkp, da, db)."""
+    p, diff, r2, rbf = numpy_weights(score, q, k, qp, kp, valid)
+    q, k, v, dout = (np.asarray(x, np.float64) for x in (q, k, v, dout))
+    a, b = (np.asarray(w.numpy(), np.float64) for w in (score.a, score.b))
     out = p @ v
     dp = dout @ v.swapaxes(-1, -2)
     ds = p * (dp - (dp * p).sum(-1, keepdims=True))
@@ -296,16 +304,7 @@ class PairUpdate:
 
 def numpy_update(score, update, q, k, qp, kp, valid):
     """Float64 mean over allowed keys of update(softmax weights): [B, Nq, P]."""
-    q, k, qp, kp = (np.asarray(x, np.float64) for x in (q, k, qp, kp))
-    a, b = (np.asarray(w.numpy(), np.float64) for w in (score.a, score.b))
-    diff = qp[:, :, None] - kp[:, None]
-    rbf = np.exp(-b[None, :, None, None] * (diff ** 2).sum(-1)[:, None, ..., None])
-    s = q @ k.swapaxes(-1, -2) / np.sqrt(D) + (a[None, :, None, None] * rbf).sum(-1)
-    s = np.where(valid, s, -np.inf)
-    m = s.max(-1, keepdims=True)
-    e = np.where(valid, np.exp(s - np.where(np.isfinite(m), m, 0.0)), 0.0)
-    z = e.sum(-1, keepdims=True)
-    p = np.divide(e, z, out=np.zeros_like(e), where=z > 0)
+    p, diff, _, _ = numpy_weights(score, q, k, qp, kp, valid)
     phi = np.tanh(np.einsum("bhqk,h->bqk", p, update.c.numpy().astype(np.float64)))
     vm = np.broadcast_to(valid[:, 0], phi.shape)
     total = (diff * (phi * vm)[..., None]).sum(2)

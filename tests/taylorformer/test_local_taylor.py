@@ -17,7 +17,6 @@ def reference(batch, causal, k, p, min_dx=1e-6, max_slope=200.0, min_sin=0.5):
     dy_ = y.shape[2]
     nc = xc.shape[1]
     m = k + dx_ - 1
-    out = {key: [] for key in ("idx", "found", "y_n", "slope", "flag")}
     nbs = np.zeros((bsz, n, m), int)
     cnt = np.zeros((bsz, n), int)
     slope = np.zeros((bsz, n, dx_, dy_))

@@ -24,9 +24,9 @@ def child(n, path, xla, heads, dim, tile, repeats):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
 
-    from taylorformer.attention_executor import DEFAULT_TILE, dense_attend, mha_score, tiled_attend
+    from taylorformer.attention_executor import dense_attend, mha_score, tiled_attend
 
-    tile = tile or DEFAULT_TILE
+    tile = tile or 512
     q, k, v, dout = (tf.random.normal([1, heads, n, dim]) for _ in range(4))
 
     def run():
@@ -62,7 +62,7 @@ def main():
     parser.add_argument("--paths", nargs="+", default=["dense", "tiled"])
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--dim", type=int, default=32)
-    parser.add_argument("--tile", type=int, help="default: attention_executor.DEFAULT_TILE")
+    parser.add_argument("--tile", type=int, help="default: 512")
     parser.add_argument("--timeout", type=float, default=120)
     parser.add_argument("--child", nargs=3, metavar=("N", "PATH", "XLA"), help=argparse.SUPPRESS)
     args = parser.parse_args()

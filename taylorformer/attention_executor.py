@@ -80,8 +80,8 @@ def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None):
     return int(min(MAX_TILE, max(MIN_TILE, tile)))
 
 
-def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, query_mask=None,
-           pair_mask_fn=None, tile="auto", pair_floats=None, position_grads=True, update_fn=None):
+def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
+           query_mask=None, tile="auto", pair_floats=None, position_grads=True, update_fn=None):
     """Multi-head attention with a pluggable score function (see the module docstring).
 
     q: [B,H,Nq,dq], k: [B,H,Nk,dk], v: [B,H,Nk,dv]; q_pos / k_pos: ``[B, N, ...]`` tensors
@@ -96,15 +96,15 @@ def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, query_mask=
         if tile != "auto":
             raise ValueError(f"attend: tile must be 'auto', None or an int, got {tile!r}")
         tile = choose_tile(q, k, pair_floats)
-    args = (score_fn, q, k, v, q_pos, k_pos, key_mask, query_mask, pair_mask_fn)
+    args = (score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn, query_mask)
     if tile is None:
         return dense_attend(*args, position_grads=position_grads, update_fn=update_fn)
     return tiled_attend(*args, tile_q=tile, tile_k=tile, position_grads=position_grads,
                         update_fn=update_fn)
 
 
-def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, query_mask=None,
-                 pair_mask_fn=None, position_grads=True, update_fn=None):
+def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
+                 query_mask=None, position_grads=True, update_fn=None):
     """Reference path: full [B,H,Nq,Nk] logits and a masked softmax (args as ``attend``)."""
     if not position_grads:
         q_pos, k_pos = (None if p is None else tf.nest.map_structure(tf.stop_gradient, p)
@@ -135,8 +135,8 @@ def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, query
     return out, tf.reduce_sum(g, 2) / tf.maximum(tf.reduce_sum(vm, -1), 1.0)[..., None]
 
 
-def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, query_mask=None,
-                 pair_mask_fn=None, tile_q=512, tile_k=512, position_grads=True, update_fn=None):
+def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
+                 query_mask=None, tile_q=512, tile_k=512, position_grads=True, update_fn=None):
     """Memory-efficient path (args as ``attend``): [tile_q, tile_k] blocks, online softmax.
 
     Sizes need not be multiples of the tiles (padded with masked keys / dropped query

@@ -142,7 +142,11 @@ class Trainer:
                 loss = -tf.cast(total, tf.float32) / (global_batch * max(permutations, 1))
                 scaled = optimizer.scale_loss(loss) if loss_scaled else loss
             variables = model.trainable_variables
-            grads = tape.gradient(scaled, variables)
+            # a weight that does not reach the loss (e.g. the location update of a last
+            # TE layer, whose new positions nothing reads) has no gradient: use zeros,
+            # which all_reduce and the optimizer accept
+            grads = [tf.zeros_like(v) if g is None else g
+                     for g, v in zip(tape.gradient(scaled, variables), variables)]
             grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
             # clip the global gradient (loss-scaled gradients against a scaled threshold)
             clip = self.cfg.clip_norm * (optimizer.scale_loss(1.0) if loss_scaled else 1.0)

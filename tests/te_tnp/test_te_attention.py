@@ -296,3 +296,23 @@ def test_bfloat16_kernel_is_still_exactly_equivariant():
     base = params(model, batch)
     out = params(model, moved(batch, lambda x: x + np.float32(1000.0)))
     np.testing.assert_allclose(out, base, atol=TOL, rtol=TOL)
+
+
+def test_training_with_location_update(tmp_path):
+    """The last layer's moved positions are read by nothing, so its phi gets no gradient:
+    training must still run (that gradient counts as zero) and train the other layers'."""
+    from taylorformer import training
+
+    spec = {"preset": "te-tnp", "encoder": {"layers": 2, "width": 16, "num_heads": 2, "head_dim": 8,
+                                            "attention": {"kernel_width": 8, "location_update": True}},
+            "head": {"width": 16}}
+    trainer = training.train(spec, "gp", {"num_context": [3, 8], "num_target": 8},
+                             out_dir=str(tmp_path / "run"), steps=1, batch_size=4, val_every=1,
+                             val_batches=1, verbose=0)
+    before = {v.path: v.numpy().copy() for v in trainer.model.trainable_variables}
+    trainer.cfg.steps = 3
+    trainer.fit(verbose=0)
+    first = [v for v in trainer.model.trainable_variables if "te_attention/phi/" in v.path]
+    assert len(first) == 4  # the first layer's phi: w0, b0, w_out, b_out
+    assert all(not np.array_equal(before[v.path], v.numpy()) for v in first)
+    assert np.isfinite(trainer.model(grid_batch(np.random.default_rng(0)))["loc"]).all()

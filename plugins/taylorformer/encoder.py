@@ -19,8 +19,9 @@ conditional of the chain rule (teacher forcing) for an autoregressive NP.
       points are the same, query rows of targets hide their own y features and carry the
       flag 0: ``[X_fe, 0, Y_seen, 0]``. Later layers: queries = keys = values = previous
       outputs.
-    * MHA-X stream (``mha-x``, :class:`~taylorformer.plugins.taylorformer.mha_x.MHAX`): queries/keys are functions of x only
-      (``X_fe``, then previous MHA-X outputs); the last layer uses y as its values, so the
+    * MHA-X stream (``mha-x``, :class:`~taylorformer.plugins.taylorformer.mha_x.MHAX`):
+      queries/keys are functions of x only (``X_fe``, then previous MHA-X outputs); the
+      last layer uses y as its values, so the
       stream's output is a learned linear smoothing (softmax weights from x only) of the
       observed y, as a GP mean is.
 
@@ -29,8 +30,8 @@ conditional of the chain rule (teacher forcing) for an autoregressive NP.
     positional encoding in x units), ``Y_fe = [y, feat_own]``, ``Y_seen = feat_seen``;
     ``feat_*`` are the groups ``x``, ``own``, ``seen`` of the LocalTaylor wrapper's
     features (``reads_wrapper_features = True``: the model passes them as
-    ``encoder(batch, features=...)``), empty without a wrapper. Layers are post-norm as in Algorithm 1:
-    ``O = LN(MHA(Q, K, V) + R)``, ``O = LN(O + Dense(ReLU-Dense(O)))`` with ``R`` a Dense
+    ``encoder(batch, features=...)``), empty without a wrapper. Layers are post-norm as in
+    Algorithm 1: ``O = LN(MHA(Q, K, V) + R)``, ``O = LN(O + Dense(ReLU-Dense(O)))`` with ``R`` a Dense
     projection of the first layer's queries, then the previous output. Output: the target
     rows of ``concat(O_X, O_XY)`` (``[B, Nt, width * len(streams)]``); the model's head
     (a linear layer in the preset) maps it to the likelihood parameters.

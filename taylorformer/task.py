@@ -33,7 +33,7 @@ def make_task(name, config=None):
 
     if config is not None and not isinstance(config, dict):
         raise SpecError(f"task {name!r}: the config must be a dict, got {type(config).__name__}")
-    return components.build("task", {"name": name, **(config or {})}, "task")
+    return components.build("task", {"name": name, **(config or {})}, "task config")
 
 
 def check_dim_x(dim_x, owner="task"):

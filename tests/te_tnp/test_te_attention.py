@@ -298,6 +298,7 @@ def test_bfloat16_kernel_is_still_exactly_equivariant():
     np.testing.assert_allclose(out, base, atol=TOL, rtol=TOL)
 
 
+@pytest.mark.slow
 def test_training_with_location_update(tmp_path):
     """The last layer's moved positions are read by nothing, so its phi gets no gradient:
     training must still run (that gradient counts as zero) and train the other layers'."""

@@ -196,9 +196,10 @@ def check_encoder(name, dim_x=1, dim_y=1, **options):
                                err_msg=f"{name}: from_config(get_config()) changes the output")
 
 
-def check_likelihood(name, dim_y=2, **options):
+def check_likelihood(name, dim_y=2, continuous=True, **options):
     """Parameter and distribution shapes, densities that integrate to one (per output dim,
-    on a grid), and a ``get_config`` round trip."""
+    on a grid over [-60, 60]; ``continuous=False`` skips this for discrete outputs), and a
+    ``get_config`` round trip."""
     cls = registry.get("likelihood", name)
     lik = cls(**options)
     p = lik.num_params(dim_y)
@@ -207,10 +208,11 @@ def check_likelihood(name, dim_y=2, **options):
     dist = lik.distribution(params)
     assert tuple(dist.batch_shape) == (2, 3, dim_y), f"{name}: batch shape {dist.batch_shape} != (2, 3, {dim_y})"
     assert all(v.dtype == tf.float32 for v in params.values()), f"{name}: parameters must be float32"
-    grid = np.linspace(-60.0, 60.0, 120001, dtype=np.float32)
-    dens = np.exp(np.asarray(dist.log_prob(grid[:, None, None, None]), np.float64))  # [G, 2, 3, Dy]
-    mass = np.trapezoid(dens, grid, axis=0) if hasattr(np, "trapezoid") else np.trapz(dens, grid, axis=0)
-    np.testing.assert_allclose(mass, 1.0, atol=2e-3, err_msg=f"{name}: densities do not integrate to 1")
+    if continuous:
+        grid = np.linspace(-60.0, 60.0, 120001, dtype=np.float32)
+        dens = np.exp(np.asarray(dist.log_prob(grid[:, None, None, None]), np.float64))  # [G, 2, 3, Dy]
+        mass = np.trapezoid(dens, grid, axis=0) if hasattr(np, "trapezoid") else np.trapz(dens, grid, axis=0)
+        np.testing.assert_allclose(mass, 1.0, atol=2e-3, err_msg=f"{name}: densities do not integrate to 1")
     clone = cls(**lik.get_config())
     for key, value in clone.parameters(raw).items():
         np.testing.assert_array_equal(value, params[key], err_msg=f"{name}: cls(**get_config()) differs")

@@ -278,9 +278,7 @@ def check_model(spec, directory=None, batch=None):
 
     model = build_model(spec)
     rng = np.random.default_rng(0)
-    dx, dy = model.dim_x, model.dim_y
-    tasks = [{"xc": rng.normal(size=(n, dx)), "yc": rng.normal(size=(n, dy)),
-              "xt": rng.normal(size=(4, dx)), "yt": rng.normal(size=(4, dy))} for n in (3, 6)]
+    tasks = _tasks(rng, model.dim_x, model.dim_y)
     batch = batch or pad_tasks(tasks)
     alone = pad_tasks(tasks[:1])
     np.testing.assert_allclose(model(batch)["loc"].numpy()[0], model(alone)["loc"].numpy()[0], atol=ATOL,

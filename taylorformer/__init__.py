@@ -7,26 +7,40 @@ Front door::
     dist = model.predict_distribution(batch)      # tfp Distribution over yt
     ll = tfm.loglik(model, batch)                 # [batch] mean log-lik per target
     out = tfm.predict(model, batch, num_samples=20)
+    model.compile(optimizer="adamw"); model.fit(task.dataset("train", batch_size=16), ...)
+    tfm.train("tnp-d", "gp", steps=2000)          # the CLI's run-directory training
 
-Heavy modules (TensorFlow) are imported on first use of these names, so that
-``taylorformer.registry`` stays cheap to import.
+The model classes are imported (and registered with Keras) with the package, so plain
+``keras.models.load_model("m.keras")`` works after ``import taylorformer``; the other
+front-door names import their modules on first use.
 """
 import importlib
+import os
 
-from taylorformer import registry
-from taylorformer.hookspecs import hookimpl
+# Before NumPy and TensorFlow load: task simulators run many small NumPy Cholesky
+# factorisations, which a multi-threaded OpenBLAS makes 10-25x slower on a 2-core machine
+# (TensorFlow does not use OpenBLAS); and TensorFlow's C++ start-up chatter stays quiet.
+# Both are defaults only: a value the user set wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from taylorformer import registry  # noqa: E402
+from taylorformer.hookspecs import hookimpl  # noqa: E402
+from taylorformer.models import AutoregressiveNP, ConditionalNP, build_model, load_model  # noqa: E402
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "build_model": "taylorformer.models",
     "resolve_spec": "taylorformer.spec",
-    "load_model": "taylorformer.models",
     "loglik": "taylorformer.inference",
     "predict": "taylorformer.inference",
+    "train": "taylorformer.training",
+    "Trainer": "taylorformer.training",
+    "TrainConfig": "taylorformer.training",
 }
 
-__all__ = ["registry", "hookimpl", "__version__", *_LAZY]
+__all__ = ["registry", "hookimpl", "__version__", "AutoregressiveNP", "ConditionalNP",
+           "build_model", "load_model", *_LAZY]
 
 
 def __getattr__(name):

@@ -1,12 +1,9 @@
 """The ``taylorformer`` command line: plugins, train, evaluate, plot."""
 import argparse
 import json
+import math
 import os
 import sys
-
-# Task simulators run many small NumPy Cholesky factorisations: a multi-threaded BLAS
-# makes them 10-25x slower on a 2-core machine (TensorFlow does not use OpenBLAS).
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from taylorformer import registry
 from taylorformer.errors import SpecError, TaylorformerError
@@ -56,10 +53,26 @@ def _json_arg(text, what):
     return value
 
 
+def _print_json(result):
+    """Strict JSON (NaN, e.g. the stderr of one task, prints as null)."""
+    def clean(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value
+
+    print(json.dumps(clean(result), indent=2, allow_nan=False))
+
+
 def _cmd_train(args):
     from taylorformer import runs, training
 
+    verbose = 1 if sys.stdout.isatty() else 2  # no progress-bar escape codes in log files
     options = {"batch_size": args.batch_size, "learning_rate": args.lr, "schedule": args.schedule,
+               "warmup_steps": args.warmup_steps, "tensorboard": args.tensorboard,
                "seed": args.seed, "jit_compile": args.xla, "dtype_policy": args.dtype_policy,
                "strategy": args.strategy, "val_every": args.val_every,
                "val_batches": args.val_batches, "nan_policy": args.nan_policy,
@@ -67,17 +80,20 @@ def _cmd_train(args):
                "time_budget_s": args.time_budget, "num_permutations": args.num_permutations}
     if args.resume:
         # a resumed run keeps its saved config; only an explicit --steps extends it
-        trainer = training.train(resume=args.resume, **({"steps": args.steps} if args.steps else {}))
+        trainer = training.train(resume=args.resume, verbose=verbose,
+                                 **({"steps": args.steps} if args.steps else {}))
     else:
         options = {k: v for k, v in options.items() if v is not None}
         trainer = training.train(model=args.model, task=args.task,
                                  task_config=_json_arg(args.task_config, "--task-config"),
-                                 out_dir=args.out, **options)
+                                 out_dir=args.out, verbose=verbose, **options)
+    if not trainer.chief:  # a non-chief worker of a cluster: the chief writes and evaluates
+        return 0
     print(f"run directory: {trainer.out_dir}")
     if args.no_eval:
         return 0
     result = runs.evaluate_run(trainer.out_dir, num_batches=args.eval_batches)
-    print(json.dumps(result, indent=2))
+    _print_json(result)
     if "gap_to_gt" in result:
         print(f"log-likelihood {result['loglik']['mean']:.3f} +- {1.96 * result['loglik']['stderr']:.3f}; "
               f"exact GP ceiling {result['gt_loglik']['mean']:.3f}; "
@@ -94,7 +110,7 @@ def _cmd_evaluate(args):
                                num_batches=args.batches, split=args.split,
                                checkpoint=args.checkpoint, batch_size=args.batch_size,
                                num_samples=args.samples, consistency=args.consistency)
-    print(json.dumps(result, indent=2))
+    _print_json(result)
     return 0
 
 
@@ -110,7 +126,10 @@ def _cmd_plot(args):
 
 
 def build_parser():
+    from taylorformer import __version__
+
     parser = argparse.ArgumentParser(prog="taylorformer", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"taylorformer {__version__}")
     sub = parser.add_subparsers(dest="command")
 
     p = sub.add_parser("plugins", help="list registered components and failed plugins")
@@ -118,18 +137,33 @@ def build_parser():
     p.add_argument("--kind", choices=sorted(registry.hookspecs.KINDS), help="only this kind")
     p.set_defaults(func=_cmd_plugins)
 
-    p = sub.add_parser("train", help="train a model on a task (no arguments: the demo job)")
+    p = sub.add_parser(
+        "train", help="train a model on a task (no arguments: the demo job)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train with Keras model.fit into a run directory: spec.json, config.json, "
+                    "metrics.csv,\nbest.keras, model.keras, checkpoints/ and tensorboard/.",
+        epilog="TensorBoard (train loss, validation log-likelihood, gap to the exact GP ceiling,\n"
+               "learning rate, prediction images at each validation):\n"
+               "    tensorboard --logdir RUN_DIR/tensorboard     # then open http://localhost:6006\n\n"
+               "Several machines: --strategy multi-worker on each, with TF_CONFIG describing the\n"
+               "cluster and that machine's task (docs/training.md).")
     p.add_argument("--model", default="tnp-d", help="preset name or JSON/YAML spec file")
     p.add_argument("--task", default="gp", help="registered task name")
     p.add_argument("--task-config", help="task options as JSON, or a JSON/YAML file")
     p.add_argument("--steps", type=int, help="training steps (default 2000)")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--lr", type=float, help="peak learning rate (default 5e-4)")
-    p.add_argument("--schedule", choices=["constant", "cosine"])
+    p.add_argument("--schedule", choices=["constant", "cosine"],
+                   help="learning-rate schedule after the warm-up (default cosine)")
+    p.add_argument("--warmup-steps", type=int, help="linear learning-rate warm-up (default: 5%% of the steps)")
     p.add_argument("--seed", type=int)
-    p.add_argument("--xla", action="store_true", default=None, help="compile the train step with XLA")
+    p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
+                   help="compile the train step with XLA (default: on)")
     p.add_argument("--dtype-policy", help="Keras dtype policy, e.g. mixed_bfloat16")
-    p.add_argument("--strategy", choices=["default", "mirrored"])
+    p.add_argument("--strategy", choices=["default", "mirrored", "multi-worker"],
+                   help="tf.distribute: one device, this machine's devices, or a TF_CONFIG cluster")
+    p.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=None,
+                   help="write TensorBoard logs into RUN_DIR/tensorboard (default: on)")
     p.add_argument("--val-every", type=int)
     p.add_argument("--val-batches", type=int)
     p.add_argument("--checkpoint-every", type=int)

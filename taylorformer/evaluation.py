@@ -38,7 +38,7 @@ def summarize_consistency(stds):
 def batch_metrics(model, batch):
     """Per-task ``loglik`` [B] and per-point squared errors / coverage hits (NumPy)."""
     batch = with_masks(batch)
-    dist = model.predict_distribution(batch)
+    dist = model.distribution(batch)
     yt = tf.cast(batch["yt"], tf.float32)
     logp = tf.reduce_sum(tf.cast(dist.log_prob(yt), tf.float64), -1)
     mask = batch["mask_t"].numpy().astype(bool)

@@ -17,7 +17,7 @@ def loglik(model, batch, training=False):
     over the points with ``mask_t == 1``. For autoregressive models this is the
     teacher-forced chain-rule log-likelihood.
     """
-    dist = model.predict_distribution(batch, training=training)  # validates the batch
+    dist = model.distribution(batch, training=training)  # validates the batch
     batch = with_masks(batch)
     logp = tf.reduce_sum(tf.cast(dist.log_prob(tf.cast(batch["yt"], tf.float32)), tf.float64), -1)
     return masked_point_mean(logp, batch["mask_t"])
@@ -38,7 +38,7 @@ def predict(model, batch, num_samples=0, seed=None):
         if num_samples:
             out["samples"] = samples
         return out
-    dist = model.predict_distribution(batch)  # validates the batch
+    dist = model.distribution(batch)  # validates the batch
     out = {"mean": dist.mean(), "stddev": dist.stddev()}
     if num_samples:
         out["samples"] = dist.sample(num_samples, seed=seed)

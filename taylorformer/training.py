@@ -1,34 +1,34 @@
-"""Training loop: AdamW + clipping under a tf.distribute strategy, into a run directory
-(:mod:`taylorformer.run_dir`).
+"""Training into a run directory (:mod:`taylorformer.run_dir`): a thin layer over Keras
+``model.fit`` (the NP loss and steps of :mod:`taylorformer.models.fitting`) with Keras'
+callbacks (TensorBoard, TerminateOnNaN) and ours (:mod:`taylorformer.callbacks`).
 
-``resume`` restores weights, optimizer state and step from the run's latest checkpoint;
-training batch ``i`` depends only on ``(seed, i)``, so a resumed run sees the same data
-as an uninterrupted one.
+An epoch is ``val_every`` steps: validation, a ``metrics.csv`` row, ``best.keras`` and a
+TensorBoard image follow each. ``resume`` restores weights, optimizer state and step from
+the run's latest checkpoint; training batch ``i`` depends only on ``(seed, i)``, so a
+resumed run sees the same data, and ends with the same weights, as an uninterrupted one.
 """
 import dataclasses
 import inspect
 import math
 import os
+import shutil
+import tempfile
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from taylorformer import callbacks as run_callbacks
 from taylorformer.errors import SpecError
-from taylorformer.evaluation import evaluate
-from taylorformer.inference import loglik
 from taylorformer.models import build_model
 from taylorformer.run_dir import RunDirectory
 from taylorformer.spec import resolve_spec
-from taylorformer.target_order import permute_targets
 from taylorformer.task import make_task
 
-STRATEGIES = ("default", "mirrored")
+STRATEGIES = ("default", "mirrored", "multi-worker")
 SCHEDULES = ("constant", "cosine")
 NAN_POLICIES = ("stop", "skip")
-
-
 @dataclasses.dataclass
 class TrainConfig:
     """Everything that defines a training run besides the model spec and the task."""
@@ -38,12 +38,13 @@ class TrainConfig:
     learning_rate: float = 5e-4
     weight_decay: float = 1e-4
     clip_norm: float = 0.5
-    schedule: str = "constant"  # or "cosine" (decays to min_learning_rate)
+    schedule: str = "cosine"  # or "constant"; cosine decays to min_learning_rate at `steps`
+    warmup_steps: int = None  # linear warm-up from 0 to learning_rate; None: steps // 20
     min_learning_rate: float = 2e-5
     seed: int = 0
-    jit_compile: bool = False
+    jit_compile: object = "auto"  # True, False or "auto" (see resolve_jit_compile)
     dtype_policy: str = None  # e.g. "mixed_bfloat16"; the likelihood stays float32
-    strategy: str = "default"  # or "mirrored"
+    strategy: str = "default"  # "mirrored" (this machine's devices), "multi-worker" (TF_CONFIG)
     val_every: int = 250
     val_batches: int = 8
     checkpoint_every: int = 250
@@ -52,10 +53,17 @@ class TrainConfig:
     time_budget_s: float = None  # stop (validate, checkpoint, save) after this much time
     budget_clock: str = "wall"  # "cpu": count this process's CPU seconds (fair under shared load)
     num_permutations: int = 0  # autoregressive models: K random target orders per task and step
+    tensorboard: bool = True  # TensorBoard logs (scalars + prediction images) in RUN_DIR/tensorboard
 
     def __post_init__(self):
         if not isinstance(self.num_permutations, int) or self.num_permutations < 0:
             raise SpecError(f"train config 'num_permutations' must be an int >= 0, got {self.num_permutations!r}")
+        if self.warmup_steps is None:
+            self.warmup_steps = self.steps // 20
+        if not isinstance(self.warmup_steps, int) or not 0 <= self.warmup_steps < self.steps:
+            raise SpecError(f"train config 'warmup_steps' must be an int in [0, steps), got {self.warmup_steps!r}")
+        if self.jit_compile not in (True, False, "auto"):
+            raise SpecError(f"train config 'jit_compile' must be true, false or 'auto', got {self.jit_compile!r}")
         for name in ("steps", "batch_size", "val_every", "val_batches", "checkpoint_every",
                      "keep_checkpoints"):
             value = getattr(self, name)
@@ -74,28 +82,76 @@ class TrainConfig:
 
 
 def make_strategy(name):
-    """``tf.distribute`` strategy by name: ``default`` (one device) or ``mirrored``."""
+    """``tf.distribute`` strategy by name: ``default`` (one device), ``mirrored`` (the
+    devices of this machine) or ``multi-worker`` (``MultiWorkerMirroredStrategy``: a
+    cluster of machines described by the ``TF_CONFIG`` environment variable)."""
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
+    if name == "multi-worker":
+        if not os.environ.get("TF_CONFIG"):
+            raise SpecError("--strategy multi-worker needs TF_CONFIG (the cluster and this "
+                            "worker's task), see docs/training.md")
+        return tf.distribute.MultiWorkerMirroredStrategy()
     return tf.distribute.get_strategy()
 
 
-def _learning_rate(cfg):
-    if cfg.schedule == "cosine":
-        return keras.optimizers.schedules.CosineDecay(
-            cfg.learning_rate, cfg.steps, alpha=cfg.min_learning_rate / cfg.learning_rate)
-    return cfg.learning_rate
+def is_chief(strategy):
+    """Does this process write the run directory? (Every process of a single-machine
+    strategy; in a cluster the ``chief`` task, or worker 0 where there is none.)"""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    return resolver.task_type == "worker" and resolver.task_id == 0 and \
+        "chief" not in resolver.cluster_spec().as_dict()
+
+
+def learning_rate_schedule(cfg):
+    """The learning rate of ``cfg``: a float, or a ``keras.optimizers.schedules`` schedule
+    (linear warm-up over ``warmup_steps`` from 0, then constant or cosine decay to
+    ``min_learning_rate`` at ``steps``)."""
+    decay_steps = max(cfg.steps - cfg.warmup_steps, 1)
+    if cfg.schedule == "constant" and not cfg.warmup_steps:
+        return cfg.learning_rate
+    alpha = 1.0 if cfg.schedule == "constant" else cfg.min_learning_rate / cfg.learning_rate
+    if not cfg.warmup_steps:
+        return keras.optimizers.schedules.CosineDecay(cfg.learning_rate, decay_steps, alpha=alpha)
+    return keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps, alpha=alpha, warmup_target=cfg.learning_rate, warmup_steps=cfg.warmup_steps)
+
+
+def resolve_jit_compile(value, strategy):
+    """``"auto"``: XLA with the default strategy (the TNP-D step of the main job runs 1.4x
+    faster with XLA on the 2-core CPU, docs/benchmarks.md; XLA is the usual win on GPUs),
+    off under a distribution strategy, whose variables XLA cannot compile across devices
+    (https://www.tensorflow.org/xla/known_issues)."""
+    distributed = not isinstance(strategy, type(tf.distribute.get_strategy())) or \
+        strategy.num_replicas_in_sync > 1
+    if value == "auto":
+        return not distributed
+    if value and distributed:
+        raise SpecError("train config 'jit_compile' = true does not work under a distribution "
+                        "strategy (XLA cannot compile variables placed on several devices); "
+                        "use jit_compile='auto' or false")
+    return bool(value)
 
 
 class Trainer:
-    """Builds the model under the strategy and runs the training loop."""
+    """Builds and compiles the model under the strategy; :meth:`fit` runs ``model.fit``
+    into the run directory ``out_dir`` with our callbacks, Keras' and ``callbacks``."""
 
-    def __init__(self, spec, task, cfg, out_dir, task_name="task", task_config=None):
+    def __init__(self, spec, task, cfg, out_dir, task_name="task", task_config=None, callbacks=()):
         self.cfg, self.task, self.out_dir = cfg, task, out_dir
-        self.run_dir = RunDirectory(out_dir)
         self.task_name, self.task_config = task_name, task_config or {}
+        self.user_callbacks = list(callbacks)
         keras.utils.set_random_seed(cfg.seed)
         self.strategy = make_strategy(cfg.strategy)
+        # in a cluster every worker runs the same steps (saving included: reading
+        # distributed variables is collective); only the chief writes the real run
+        self.chief = is_chief(self.strategy)
+        write_dir = out_dir if self.chief or out_dir is None else tempfile.mkdtemp(prefix="taylorformer-worker-")
+        self.run_dir = RunDirectory(write_dir)
         overrides = {"dim_x": task.dim_x, "dim_y": task.dim_y}
         if cfg.dtype_policy:
             overrides["dtype_policy"] = cfg.dtype_policy
@@ -105,70 +161,21 @@ class Trainer:
             if cfg.num_permutations and not self.model.causal:
                 raise SpecError("train config 'num_permutations' applies to autoregressive models; "
                                 f"{self.spec['kind']!r} models ignore the target order")
-            # clipping happens in the train step, on the all-reduced gradient: Keras'
-            # global_clipnorm would clip each replica's partial gradient separately
-            optimizer = keras.optimizers.AdamW(learning_rate=_learning_rate(cfg),
-                                               weight_decay=cfg.weight_decay)
-            if cfg.dtype_policy == "mixed_float16":
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            self.optimizer = optimizer
-            self.optimizer.build(self.model.trainable_variables)
+            optimizer = keras.optimizers.AdamW(learning_rate=learning_rate_schedule(cfg),
+                                               weight_decay=cfg.weight_decay,
+                                               global_clipnorm=cfg.clip_norm)
+            self.model.compile(optimizer=optimizer, jit_compile=resolve_jit_compile(cfg.jit_compile, self.strategy),
+                               num_permutations=cfg.num_permutations,
+                               skip_non_finite=cfg.nan_policy == "skip", permutation_seed=cfg.seed)
+            self.model.optimizer.build(self.model.trainable_variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
             self.skipped = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_steps")
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer,
                                               step=self.step, skipped=self.skipped)
-        self._step = self._make_step()
 
-    def _make_step(self):
-        model, optimizer, strategy = self.model, self.optimizer, self.strategy
-        global_batch = float(self.cfg.batch_size)
-        replicas = float(strategy.num_replicas_in_sync)
-        loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        skip_non_finite = self.cfg.nan_policy == "skip"
-        permutations = self.cfg.num_permutations
-        seed = self.cfg.seed
-
-        def apply(grads, variables):
-            # the optimizer sums over replicas again: hand each replica its 1/R share
-            optimizer.apply_gradients(zip([g / replicas for g in grads], variables))
-            return tf.constant(0, tf.int64)
-
-        @tf.function(jit_compile=self.cfg.jit_compile)
-        def replica_step(batch):
-            if permutations:  # one order per task copy, shared by x, y and mask; seeded by step
-                batch = permute_targets(batch, tf.stack([tf.cast(seed, tf.int64), self.step]), permutations)
-            with tf.GradientTape() as tape:
-                total = tf.reduce_sum(loglik(model, batch, training=True))
-                loss = -tf.cast(total, tf.float32) / (global_batch * max(permutations, 1))
-                scaled = optimizer.scale_loss(loss) if loss_scaled else loss
-            variables = model.trainable_variables
-            # a weight that does not reach the loss (e.g. the location update of a last
-            # TE layer, whose new positions nothing reads) has no gradient: use zeros,
-            # which all_reduce and the optimizer accept
-            grads = [tf.zeros_like(v) if g is None else g
-                     for g, v in zip(tape.gradient(scaled, variables), variables)]
-            grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
-            # clip the global gradient (loss-scaled gradients against a scaled threshold)
-            clip = self.cfg.clip_norm * (optimizer.scale_loss(1.0) if loss_scaled else 1.0)
-            grads, norm = tf.clip_by_global_norm(grads, clip)
-            if not skip_non_finite:
-                return loss, apply(grads, variables)
-            # the all-reduced norm is identical on every replica, so all take one branch
-            skipped = tf.cond(tf.math.is_finite(norm), lambda: apply(grads, variables),
-                              lambda: tf.constant(1, tf.int64))
-            return loss, skipped
-
-        @tf.function
-        def step(batch):
-            losses, skipped = strategy.run(replica_step, args=(batch,))
-            loss = strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
-            # every replica took the same branch: the sum counts the step R times
-            skipped = strategy.reduce(tf.distribute.ReduceOp.SUM, skipped, axis=None) // int(replicas)
-            self.step.assign_add(1)
-            self.skipped.assign_add(skipped)
-            return loss, skipped
-
-        return step
+    @property
+    def optimizer(self):
+        return self.model.optimizer
 
     # ---------------------------------------------------------------- run files
     def write_run_files(self):
@@ -177,13 +184,13 @@ class Trainer:
                                                   "task_config": self.task_config})
 
     def check_weights_finite(self):
-        """Raise before anything is saved if a weight is NaN/inf (a diverged update)."""
-        for var in self.model.weights:
-            if not np.isfinite(var.numpy()).all():
-                raise FloatingPointError(
-                    f"weight {var.path} became non-finite at step {int(self.step.numpy())}; "
-                    f"stopped without saving, so the checkpoints in {self.out_dir} still hold the "
-                    f"last good weights. Lower the learning rate or check the data.")
+        """Raise if a weight is NaN/inf (a diverged update); nothing was saved from it."""
+        if not run_callbacks.weights_finite(self.model):
+            raise FloatingPointError(
+                f"the weights became non-finite by step {int(self.step.numpy())}; stopped without "
+                f"saving, so the checkpoints in {self.out_dir} still hold the last good weights "
+                "(resume with --resume). Lower the learning rate, check the data, or use "
+                "nan_policy='skip'.")
 
     def save_checkpoint(self):
         """A checkpoint of the current step (see :meth:`RunDirectory.save_checkpoint`)."""
@@ -197,87 +204,69 @@ class Trainer:
         self.run_dir.truncate_metrics(step)
         return step
 
-    # ------------------------------------------------------------------- loop
-    def validate(self):
-        return evaluate(self.model, self.task, split="val", batch_size=self.cfg.batch_size,
-                        num_batches=self.cfg.val_batches)
-
+    # ------------------------------------------------------------------- fit
     def _train_data(self, start):
         kwargs = {"batch_size": self.cfg.batch_size, "seed": self.cfg.seed}
         if "start" in inspect.signature(self.task.dataset).parameters:
-            data = self.task.dataset("train", start=start, **kwargs)
-        else:  # third-party task without ``start``: skip (slower, same stream)
-            data = self.task.dataset("train", **kwargs).skip(start)
-        return self.strategy.experimental_distribute_dataset(data)
+            return self.task.dataset("train", start=start, **kwargs)
+        return self.task.dataset("train", **kwargs).skip(start)  # third-party task without ``start``
+
+    def _val_data(self):
+        return self.task.dataset("val", batch_size=self.cfg.batch_size, num_batches=self.cfg.val_batches)
+
+    def callbacks(self):
+        """Our callbacks (in this order), then TensorBoard, then the user's."""
+        cfg, run = self.cfg, self.run_dir
+        best = max((float(r["val_loglik"]) for r in run.metrics_rows()), default=-math.inf)
+        self.time_budget = (run_callbacks.TimeBudget(cfg.time_budget_s, cfg.budget_clock)
+                            if cfg.time_budget_s is not None else None)
+        out = [] if cfg.nan_policy == "skip" else [keras.callbacks.TerminateOnNaN()]
+        out += [run_callbacks.StepCounter(self.step, self.skipped, cfg.steps)]
+        out += [self.time_budget] if self.time_budget else []
+        out += [run_callbacks.RunCheckpoints(run, self.checkpoint, self.step, cfg.checkpoint_every,
+                                             cfg.keep_checkpoints),
+                run_callbacks.MetricsLog(run, self.step, self.skipped),
+                run_callbacks.BestModel(run, "val_loglik", best)]
+        if cfg.tensorboard:
+            log_dir = run.file("tensorboard")
+            out.append(keras.callbacks.TensorBoard(log_dir=log_dir, write_graph=False))
+            if self.task.dim_x <= 2:
+                batch = next(iter(self.task.dataset("val", batch_size=4, num_batches=1)))
+                out.append(run_callbacks.PredictionImages(os.path.join(log_dir, "validation"), batch,
+                                                          title=f"{self.task_name}: {self.model.name}"))
+        return out + self.user_callbacks
 
     def fit(self, verbose=1):
-        """Train from the current step to ``cfg.steps``; returns the metric rows logged."""
+        """Train from the current step to ``cfg.steps`` (or the time budget); returns the
+        metric rows logged. ``verbose``: Keras' (1 progress bar, 2 a line per epoch)."""
         cfg = self.cfg
         self.write_run_files()
         done = int(self.step.numpy())
-        best = max((float(r["val_loglik"]) for r in self.run_dir.metrics_rows()), default=-math.inf)
-        progress = keras.utils.Progbar(cfg.steps, verbose=verbose,
-                                       stateful_metrics=["val_loglik", "val_gt_loglik", "skipped"])
-        if done:
-            progress.update(done)
-        history, losses = [], []
-        start = time.time()
-        clock = time.process_time if cfg.budget_clock == "cpu" else time.time
-        budget_start = clock()
-        for batch in (self._train_data(done) if done < cfg.steps else []):
-            loss, skipped = self._step(batch)
-            loss, step = float(loss), int(self.step.numpy())
-            if not math.isfinite(loss) and cfg.nan_policy == "stop":
+        rows_before = len(self.run_dir.metrics_rows())
+        if done < cfg.steps:
+            first_epoch = done // cfg.val_every
+            epochs = first_epoch + math.ceil((cfg.steps - done) / cfg.val_every)
+            with self.strategy.scope():
+                history = self.model.fit(self._train_data(done), validation_data=self._val_data(),
+                                         steps_per_epoch=cfg.val_every, epochs=epochs,
+                                         initial_epoch=first_epoch, callbacks=self.callbacks(),
+                                         verbose=verbose, shuffle=False)
+            losses = history.history.get("loss", [])
+            if losses and not math.isfinite(losses[-1]) and cfg.nan_policy == "stop":
                 raise FloatingPointError(
-                    f"training loss became {loss} at step {step}; stopped without saving, so the "
-                    f"checkpoints in {self.out_dir} still hold the last good weights (resume with "
-                    f"--resume). Lower the learning rate, check the data, or use nan_policy='skip'.")
-            if math.isfinite(loss):
-                losses.append(loss)
-            values = [("loss", loss)]
-            if cfg.nan_policy == "skip":
-                values.append(("skipped", int(self.skipped.numpy())))
-            out_of_time = cfg.time_budget_s is not None and clock() - budget_start > cfg.time_budget_s
-            last = step >= cfg.steps or out_of_time
-            if step % cfg.val_every == 0 or last:
-                row = self._log(step, losses, start)
-                history.append(row)
-                losses = []
-                values.append(("val_loglik", row["val_loglik"]))
-                if row["val_gt_loglik"] != "":
-                    values.append(("val_gt_loglik", row["val_gt_loglik"]))
-                if row["val_loglik"] > best:
-                    best = row["val_loglik"]
-                    self.check_weights_finite()
-                    self.run_dir.save_model(self.model, "best.keras")
-            if step % cfg.checkpoint_every == 0 or last:
-                self.save_checkpoint()
-            progress.update(step, values=values)
-            if last:
-                break
+                    f"training loss became {losses[-1]} by step {int(self.step.numpy())}; stopped "
+                    f"without saving, so the checkpoints in {self.out_dir} still hold the last good "
+                    "weights (resume with --resume). Lower the learning rate, check the data, or "
+                    "use nan_policy='skip'.")
         self.check_weights_finite()
         self.run_dir.save_model(self.model, "model.keras")
-        return history
-
-    def _log(self, step, losses, start):
-        val = self.validate()
-        lr = self.optimizer.learning_rate
-        row = {
-            "step": step,
-            "train_loss": float(np.mean(losses)) if losses else float("nan"),
-            "val_loglik": val["loglik"]["mean"],
-            "val_loglik_stderr": val["loglik"]["stderr"],
-            "val_gt_loglik": val["gt_loglik"]["mean"] if "gt_loglik" in val else "",
-            "learning_rate": float(lr.numpy() if hasattr(lr, "numpy") else lr),
-            "skipped_steps": int(self.skipped.numpy()),
-            "elapsed_s": round(time.time() - start, 2),
-        }
-        self.run_dir.append_metrics(row)
-        return row
+        if not self.chief:
+            shutil.rmtree(self.run_dir.path, ignore_errors=True)
+        return self.run_dir.metrics_rows()[rows_before:] if self.chief else []
 
 
 def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, resume=None,
-          **train_kwargs):
+          callbacks=(), **train_kwargs):
     """Train ``model`` (preset, dict or spec file) on a registered task; returns the Trainer.
 
     ``resume=RUN_DIR`` continues that run from its latest checkpoint with its saved
@@ -294,7 +283,8 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
     if out_dir is None:
         label = model if isinstance(model, str) else "model"
         out_dir = os.path.join("runs", f"{os.path.basename(label).split('.')[0]}-{task}-{time.strftime('%Y%m%d-%H%M%S')}")
-    trainer = Trainer(model, task_obj, cfg, out_dir, task_name=task, task_config=task_config)
+    trainer = Trainer(model, task_obj, cfg, out_dir, task_name=task, task_config=task_config,
+                      callbacks=callbacks)
     if resume:
         trainer.restore_latest()
     trainer.fit(verbose=verbose)

@@ -39,6 +39,20 @@ class AutoregressiveNP(NeuralProcess):
                 "e.g. 'taylorformer' or 'tnp-a'; use kind 'conditional' for this encoder")
         self._step_fn = None
 
+    def teacher_forced_distribution(self, batch, training=False):
+        """The conditionals p(yt_i | xt_i, context, yt_<i) given the TRUE earlier targets
+        ``batch["yt"]``, batch shape ``[B, Nt, Dy]``: what the log-likelihood scores. Not a
+        prediction: it changes with the ``yt`` passed in. Predictions come from
+        :meth:`sample` (or :func:`taylorformer.predict`)."""
+        return self.distribution(batch, training=training)
+
+    def predict_distribution(self, batch, training=False):
+        raise TypeError(
+            "an autoregressive NP has no closed-form predictive: draw joint samples with "
+            "model.sample(batch, num_samples) or taylorformer.predict(model, batch); the "
+            "teacher-forced conditionals (given the true earlier targets) are "
+            "model.teacher_forced_distribution(batch)")
+
     # ------------------------------------------------------------------ sampling
     def _sample_step(self, batch, yt, t, seed):
         """Draw target ``t`` of every row given ``yt[:, :t]``; returns (new yt, params at t)."""

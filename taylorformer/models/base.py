@@ -21,6 +21,7 @@ import tensorflow as tf
 from taylorformer import components, registry
 from taylorformer.batch import validate_batch, with_masks
 from taylorformer.layers import MLP
+from taylorformer.models.fitting import FitMixin
 from taylorformer.spec import resolve_spec
 
 
@@ -41,8 +42,9 @@ def dtype_policy_scope(policy):
         keras.config.set_dtype_policy(previous)
 
 
-class NeuralProcess(keras.Model):
-    """Shared plumbing of NP models: spec as config, likelihood, head, wrapper, loading."""
+class NeuralProcess(FitMixin, keras.Model):
+    """Shared plumbing of NP models: spec as config, likelihood, head, wrapper, loading,
+    and Keras ``compile``/``fit``/``evaluate`` with the NP loss (:mod:`.fitting`)."""
 
     #: may target i condition on targets before it? (picks the wrapper's neighbour sets)
     causal = False
@@ -63,6 +65,7 @@ class NeuralProcess(keras.Model):
         self._fold = self.wrapper is not None and not reads
         dim_x, dim_y = self.wrapper.folded_dims() if self._fold else (self.dim_x, self.dim_y)
         self.encoder = components.build("encoder", entry, "encoder", dim_x=dim_x, dim_y=dim_y)
+        self._init_fit_state()
 
     @classmethod
     def from_spec(cls, spec, name=None):
@@ -92,8 +95,11 @@ class NeuralProcess(keras.Model):
             reps = self.encoder(batch, features=features, training=training)
         return self.wrapper.adjust(self.likelihood.parameters(self.head(reps)), features)
 
-    def predict_distribution(self, batch, training=False):
-        """``tfp`` distribution over ``yt`` with batch shape ``[B, Nt, Dy]``."""
+    def distribution(self, batch, training=False):
+        """The ``tfp`` distribution the log-likelihood scores, batch shape ``[B, Nt, Dy]``:
+        the predictive of a conditional model, the teacher-forced conditionals of an
+        autoregressive one (``ConditionalNP.predict_distribution`` and
+        ``AutoregressiveNP.teacher_forced_distribution`` name it for users)."""
         return self.likelihood.distribution(self(batch, training=training))
 
     def dummy_batch(self, nc=3, nt=2):

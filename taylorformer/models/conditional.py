@@ -7,3 +7,8 @@ from taylorformer.models.base import NeuralProcess
 @keras.saving.register_keras_serializable(package="taylorformer", name="ConditionalNP")
 class ConditionalNP(NeuralProcess):
     """Factorised predictive: p(yt | xt, context) = prod_i p(yt_i | xt_i, context)."""
+
+    def predict_distribution(self, batch, training=False):
+        """Predictive ``tfp`` distribution over ``yt``, batch shape ``[B, Nt, Dy]``
+        (``yt`` is not read: pass zeros where it is unknown)."""
+        return self.distribution(batch, training=training)

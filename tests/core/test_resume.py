@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import keras
 import numpy as np
 import pytest
 
@@ -28,22 +29,23 @@ class Crash(RuntimeError):
 
 
 @pytest.mark.slow
-def test_interrupted_then_resumed_run_matches_uninterrupted(tmp_path, monkeypatch):
+def test_interrupted_then_resumed_run_matches_uninterrupted(tmp_path):
     full = training.train(TINY, "gp", TASK, out_dir=str(tmp_path / "full"), steps=40, **COMMON)
 
-    # same run, crashing while reading batch 25 (after the checkpoint at step 20)
-    original = training.Trainer._train_data
+    # same run, crashing after step 25 (after the checkpoint at step 20)
+    class CrashAt25(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.batches = 0
 
-    def crashing(self, start):
-        for i, batch in enumerate(original(self, start), start=start):
-            if i == 25:
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches += 1
+            if self.batches == 25:
                 raise Crash("simulated crash")
-            yield batch
 
-    monkeypatch.setattr(training.Trainer, "_train_data", crashing)
     with pytest.raises(Crash):
-        training.train(TINY, "gp", TASK, out_dir=str(tmp_path / "cut"), steps=40, **COMMON)
-    monkeypatch.setattr(training.Trainer, "_train_data", original)
+        training.train(TINY, "gp", TASK, out_dir=str(tmp_path / "cut"), steps=40,
+                       callbacks=[CrashAt25()], **COMMON)
     cut = tmp_path / "cut"
     assert (cut / "checkpoints" / "latest").read_text() == "step-00000020"
 

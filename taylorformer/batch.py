@@ -127,7 +127,7 @@ def empty_batch(b, nc, nt, dim_x, dim_y, per_task=()):
 
 
 def batch_signature(dim_x, dim_y, extra_keys=()):
-    """``tf.TensorSpec`` dict for a ``tf.data`` generator of batches (sizes left open)."""
+    """``tf.TensorSpec`` dict of a ``tf.data`` stream of batches (sizes left open)."""
     import tensorflow as tf
 
     sig = {

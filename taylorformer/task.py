@@ -15,7 +15,8 @@ Protocol every task follows:
 * ``get_config()`` -> JSON-serialisable dict that rebuilds the task.
 
 Simulated tasks subclass :class:`Task` and implement :meth:`Task.sample`; tasks
-reading finite data (e.g. CSV series) override :meth:`Task.dataset`.
+reading finite data (e.g. CSV series) override :meth:`Task.dataset`. ``sample`` runs on
+several ``tf.data`` threads at once, so it must not change the task's state.
 """
 import numpy as np
 
@@ -122,26 +123,57 @@ class Task:
     def get_config(self):
         return {}
 
-    def dataset(self, split="train", batch_size=16, seed=0, num_batches=None, start=0):
-        """``tf.data.Dataset`` of batches; see the module docstring."""
+    def signature(self, batch_size):
+        """``tf.TensorSpec`` dict of this task's batches. Where the task pads every batch to
+        ``max_context`` / ``max_target`` points (attributes), the sizes are static: XLA
+        compiles the step once and attention picks dense or tiled when it is traced."""
         import tensorflow as tf
 
         from taylorformer.batch import batch_signature
+
+        sizes = {"c": getattr(self, "max_context", None), "t": getattr(self, "max_target", None)}
+        out = {}
+        for key, spec in batch_signature(self.dim_x, self.dim_y, self.extra_signature()).items():
+            shape = spec.shape.as_list()
+            if shape:
+                shape[0] = batch_size
+            side = key[-1] if key in ("xc", "yc", "sc", "tc", "mask_c", "xt", "yt", "st", "tt", "mask_t") else None
+            if side and len(shape) > 1 and sizes[side] is not None:
+                shape[1] = sizes[side]
+            out[key] = tf.TensorSpec(shape, spec.dtype)
+        return out
+
+    def dataset(self, split="train", batch_size=16, seed=0, num_batches=None, start=0):
+        """``tf.data.Dataset`` of batches; see the module docstring.
+
+        Batch ``i`` is ``sample(default_rng([SPLIT_SEEDS[split], seed or 0, i]))``, sampled
+        on ``tf.data``'s thread pool (several batches at once) and delivered in order.
+        """
+        import tensorflow as tf
 
         if split not in SPLIT_SEEDS:
             raise SpecError(f"split must be one of {sorted(SPLIT_SEEDS)}, got {split!r}")
         if split != "train" and num_batches is None:
             num_batches = DEFAULT_EVAL_BATCHES[split]
+        signature = self.signature(batch_size)
+        keys = list(signature)
+        stream = seed if split == "train" else 0
 
-        def generate():
-            i = int(start)
-            while num_batches is None or i < start + num_batches:
-                # a generator per batch index: batch i of a split never depends on how
-                # many batches were read before it
-                rng = np.random.default_rng([SPLIT_SEEDS[split], seed if split == "train" else 0, i])
-                yield self.sample(rng, batch_size, split)
-                i += 1
+        def sample(i):
+            # a generator per batch index: batch i of a split never depends on how many
+            # batches were read before it, nor on the thread that samples it
+            batch = self.sample(np.random.default_rng([SPLIT_SEEDS[split], stream, int(i)]),
+                                batch_size, split)
+            if set(batch) != set(keys):
+                raise ValueError(f"task {self.name!r}: sample() returned keys {sorted(batch)}, "
+                                 f"its signature has {sorted(keys)}")
+            return [np.asarray(batch[k], signature[k].dtype.as_numpy_dtype) for k in keys]
 
-        signature = batch_signature(self.dim_x, self.dim_y, self.extra_signature())
-        ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
+        def load(i):
+            values = tf.numpy_function(sample, [i], [signature[k].dtype for k in keys], stateful=False)
+            return {k: tf.ensure_shape(v, signature[k].shape) for k, v in zip(keys, values)}
+
+        indices = (tf.data.Dataset.counter(int(start)) if num_batches is None
+                   else tf.data.Dataset.range(int(start), int(start) + int(num_batches)))
+        ds = indices.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.prefetch(tf.data.AUTOTUNE)

@@ -251,3 +251,16 @@ def test_bad_config_raises_clear_error(config, words):
         make_task("gp", config)
     assert all(w in str(info.value) for w in words)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("name", ["gp", "gp-2d-bsa", "sawtooth"])
+def test_padded_tasks_declare_static_batch_shapes(name):
+    """Batches padded to max_context / max_target have static shapes in the tf.data stream
+    (so a compiled step sees them: XLA compiles once, attention stays on its dense path)."""
+    task = registry.get("task", name)()
+    spec = task.dataset("train", batch_size=3).element_spec
+    assert spec["xc"].shape.as_list() == [3, task.max_context, task.dim_x]
+    assert spec["yt"].shape.as_list() == [3, task.max_target, task.dim_y]
+    assert spec["mask_t"].shape.as_list() == [3, task.max_target]
+    batch = next(iter(task.dataset("val", batch_size=3, num_batches=1)))
+    assert all(batch[k].shape.as_list() == spec[k].shape.as_list() for k in spec)

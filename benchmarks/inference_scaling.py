@@ -102,7 +102,7 @@ def child_infer(nc, nt, path, xla, tile, repeats, layers=6):
 
 
 def child_train(xla, repeats, tile=None, batch_size=8, nc=512, nt=1024):
-    """One step of the library's trainer (``Trainer._step``: loss, gradients, clipping at
+    """One step of the library's trainer (``Trainer.compiled_step``: loss, gradients, clipping at
     0.5, AdamW at 1e-4) on a fixed random batch."""
     np, tf, _ = _setup()
     from taylorformer import registry, training
@@ -113,7 +113,8 @@ def child_train(xla, repeats, tile=None, batch_size=8, nc=512, nt=1024):
     trainer = training.Trainer(spec, registry.get("task", "gp-2d-bsa")(), cfg, out_dir=None)
     batch = _batch(np, tf, batch_size, nc, nt)
     base = rss_mib()
-    step = lambda: trainer._step(batch)[0].numpy()  # noqa: E731
+    compiled = trainer.compiled_step()
+    step = lambda: compiled(batch)["loss"].numpy()  # noqa: E731
     start = time.perf_counter()
     step()
     first = time.perf_counter() - start

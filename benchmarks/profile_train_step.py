@@ -1,7 +1,7 @@
 """Where the time of one XLA-compiled training step goes: top XLA:CPU ops by CPU time.
 
 Builds a preset (random weights) for a task's dimensions and a random batch, runs one
-jit-compiled step of the library's trainer (``Trainer._step``: loss = -mean
+jit-compiled step of the library's trainer (``Trainer.compiled_step``: loss = -mean
 log-likelihood, gradients, clipping, AdamW) under ``tf.profiler``, then sums the durations
 of the XLA kernels over the worker threads, grouped by HLO name without its numeric
 suffix (``MatMul_1.136`` -> ``MatMul_1``). Names are XLA's fusion names: ``*_fusion``
@@ -37,6 +37,7 @@ def main():
     task = registry.get("task", args.task)()
     cfg = training.TrainConfig(batch_size=args.batch, learning_rate=1e-4, jit_compile=True)
     trainer = training.Trainer(args.preset, task, cfg, out_dir=None)
+    compiled = trainer.compiled_step()
     rng = np.random.default_rng(0)
     b, nc, nt, dx, dy = args.batch, args.nc, args.nt, task.dim_x, task.dim_y
     batch = {"xc": rng.uniform(-2, 2, (b, nc, dx)), "yc": rng.normal(size=(b, nc, dy)),
@@ -45,7 +46,7 @@ def main():
     batch = {k: tf.constant(v, tf.float32) for k, v in batch.items()}
 
     def step(batch):
-        return trainer._step(batch)[0]
+        return compiled(batch)["loss"]
 
     step(batch).numpy()  # compile
     logdir = tempfile.mkdtemp(prefix="tf_profile_")

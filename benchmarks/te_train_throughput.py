@@ -2,7 +2,7 @@
 
 Batch 16 from ``gp-te-tnp`` (Nc ~ U{1..64} padded to 64, Nt = 128), paper model size
 (Dz 128, 5 layers, 8 heads x 16, kernel MLP 2 x 128). The library's train step
-(``Trainer._step``): negative mean log-likelihood, AdamW (lr 5e-4, weight decay 1e-4),
+(``Trainer.compiled_step``): negative mean log-likelihood, AdamW (lr 5e-4, weight decay 1e-4),
 global gradient-norm clipping at 0.5. Batches are pre-sampled, so the model step alone is
 timed. Each configuration runs in a fresh subprocess (its own peak RSS).
 
@@ -32,10 +32,11 @@ def run_config(args, model_name, xla):
     cfg = training.TrainConfig(batch_size=args.batch_size, learning_rate=5e-4, weight_decay=1e-4,
                                jit_compile=xla, seed=0)
     trainer = training.Trainer({"preset": model_name, **json.loads(args.override)}, task, cfg, out_dir=None)
+    compiled = trainer.compiled_step()
     model = trainer.model
 
     def step(batch):
-        return trainer._step(batch)[0]
+        return compiled(batch)["loss"]
 
     batches = [{k: tf.constant(v) for k, v in b.items()} for b in
                task.dataset("train", batch_size=args.batch_size).take(args.warmup + args.steps)]

@@ -204,6 +204,11 @@ class Trainer:
         self.run_dir.truncate_metrics(step)
         return step
 
+    def compiled_step(self):
+        """``batch -> logs``: one training step (``model.train_step``, XLA as compiled) on one
+        batch outside ``fit``, for benchmarks and profiles on one device."""
+        return tf.function(self.model.train_step, jit_compile=self.model.jit_compile)
+
     # ------------------------------------------------------------------- fit
     def _train_data(self, start):
         kwargs = {"batch_size": self.cfg.batch_size, "seed": self.cfg.seed}

@@ -104,18 +104,19 @@ def test_skip_policy_drops_non_finite_steps(tmp_path):
     assert all(np.isfinite(w).all() for w in weights(trainer.model))
 
 
+KILLING = dict(batch_size=4, checkpoint_every=1, keep_checkpoints=2, schedule="constant",
+               warmup_steps=0, tensorboard=False, jit_compile=False, verbose=0)
 KILLED = """
 import sys
 from taylorformer import training
-training.train({spec}, "gp", {task}, out_dir=sys.argv[1], steps=100000, batch_size=4,
-               val_every=100000, checkpoint_every=1, keep_checkpoints=2, verbose=0)
+training.train({spec}, "gp", {task}, out_dir=sys.argv[1], steps=100000, val_every=100000, **{common})
 """
 
 
 @pytest.mark.slow
-def test_sigkill_at_any_moment_leaves_a_loadable_checkpoint(tmp_path):
+def test_sigkill_at_any_moment_then_resume_equals_an_uninterrupted_run(tmp_path):
     out = tmp_path / "killed"
-    script = KILLED.format(spec=repr(TINY), task=repr(TASK))
+    script = KILLED.format(spec=repr(TINY), task=repr(TASK), common=repr(KILLING))
     rng = np.random.default_rng(0)
     for attempt in range(2):
         proc = subprocess.Popen([sys.executable, "-c", script, str(out)],
@@ -130,3 +131,10 @@ def test_sigkill_at_any_moment_leaves_a_loadable_checkpoint(tmp_path):
                                    training.TrainConfig(batch_size=4), str(out))
         step = trainer.restore_latest()
         assert step >= 1 and all(np.isfinite(w).all() for w in weights(trainer.model))
+    # the killed run, resumed for 3 more steps, ends where an uninterrupted run does
+    resumed = training.train(resume=str(out), steps=step + 3, verbose=0)
+    assert int(resumed.step.numpy()) == step + 3
+    full = training.train(TINY, "gp", TASK, out_dir=str(tmp_path / "full"), steps=step + 3,
+                          val_every=100000, **KILLING)
+    for a, b in zip(weights(full.model), weights(resumed.model)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -152,7 +152,7 @@ def build_parser():
     p.add_argument("--task-config", help="task options as JSON, or a JSON/YAML file")
     p.add_argument("--steps", type=int, help="training steps (default 2000)")
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--lr", type=float, help="peak learning rate (default 5e-4)")
+    p.add_argument("--lr", type=float, help="peak learning rate (default 1e-3)")
     p.add_argument("--schedule", choices=["constant", "cosine"],
                    help="learning-rate schedule after the warm-up (default cosine)")
     p.add_argument("--warmup-steps", type=int, help="linear learning-rate warm-up (default: 5%% of the steps)")

@@ -127,8 +127,9 @@ def test_sigkill_at_any_moment_then_resume_equals_an_uninterrupted_run(tmp_path)
         time.sleep(rng.uniform(0.5, 3.0))  # kill somewhere inside the checkpoint cycle
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        config = {k: v for k, v in KILLING.items() if k != "verbose"}
         trainer = training.Trainer(TINY, make_task("gp", TASK),
-                                   training.TrainConfig(batch_size=4), str(out))
+                                   training.TrainConfig(steps=100000, **config), str(out))
         step = trainer.restore_latest()
         assert step >= 1 and all(np.isfinite(w).all() for w in weights(trainer.model))
     # the killed run, resumed for 3 more steps, ends where an uninterrupted run does

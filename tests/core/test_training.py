@@ -42,7 +42,7 @@ def test_xla_and_cosine_schedule(tmp_path):
                              batch_size=4, jit_compile=True, schedule="cosine", val_every=4,
                              val_batches=1, verbose=0)
     lr = float(trainer.optimizer.learning_rate.numpy())
-    expect = 2e-5 + 0.5 * (5e-4 - 2e-5) * (1 + np.cos(np.pi * 4 / 4))
+    expect = 2e-5 + 0.5 * (1e-3 - 2e-5) * (1 + np.cos(np.pi * 4 / 4))  # the end of the decay
     np.testing.assert_allclose(lr, expect, rtol=1e-4)
 
 
@@ -117,3 +117,14 @@ def test_mirrored_strategy_on_two_logical_cpus_matches_one_device(tmp_path):
     # gradient is clipped after the all-reduce, not per replica)
     np.testing.assert_allclose(float(lines["mirrored"].split()[1]), float(lines["default"].split()[1]),
                                rtol=1e-5)
+
+
+def test_warmup_then_cosine_and_constant_schedules():
+    cfg = training.TrainConfig(steps=100, warmup_steps=10, learning_rate=1e-3, min_learning_rate=1e-5)
+    lr = lambda schedule, step: float(training.learning_rate_schedule(schedule)(step))  # noqa: E731
+    cosine = lambda s: 1e-5 + 0.5 * (1e-3 - 1e-5) * (1 + np.cos(np.pi * (s - 10) / 90))  # noqa: E731
+    np.testing.assert_allclose([lr(cfg, s) for s in (0, 5, 10, 55, 100)],
+                               [0.0, 5e-4, 1e-3, cosine(55), 1e-5], rtol=1e-5, atol=1e-9)
+    constant = training.TrainConfig(steps=100, warmup_steps=10, learning_rate=1e-3, schedule="constant")
+    np.testing.assert_allclose([lr(constant, s) for s in (5, 10, 100)], [5e-4, 1e-3, 1e-3], rtol=1e-5)
+    assert training.TrainConfig(steps=2000).warmup_steps == 100  # default: 5% of the steps

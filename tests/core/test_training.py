@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from taylorformer import cli, training
+from taylorformer.training import resolve_jit_compile as JIT_RULE
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
         "head": {"width": 16}}
@@ -128,3 +129,17 @@ def test_warmup_then_cosine_and_constant_schedules():
     constant = training.TrainConfig(steps=100, warmup_steps=10, learning_rate=1e-3, schedule="constant")
     np.testing.assert_allclose([lr(constant, s) for s in (5, 10, 100)], [5e-4, 1e-3, 1e-3], rtol=1e-5)
     assert training.TrainConfig(steps=2000).warmup_steps == 100  # default: 5% of the steps
+
+
+def test_auto_jit_compile_is_xla_on_one_device_only():
+    import tensorflow as tf
+
+    from taylorformer.errors import SpecError
+
+    one_device = tf.distribute.get_strategy()
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0"])
+    # the library's rule (imported before the suite's fixture turns "auto" off for speed)
+    assert JIT_RULE("auto", one_device) is True and JIT_RULE(False, one_device) is False
+    assert JIT_RULE("auto", mirrored) is False
+    with pytest.raises(SpecError, match="distribution strategy"):
+        JIT_RULE(True, mirrored)

@@ -51,6 +51,7 @@ def test_one_fit_step_equals_the_gradient_of_the_np_loss(preset, permutations):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow  # XLA-compiled training runs (tf219 stays lean)
 @pytest.mark.parametrize("preset", ["tnp-d", "taylorformer"])
 def test_fit_lowers_the_loss_and_evaluate_is_the_mean_loglik(preset):
     model = tfm.build_model(TINY[preset])
@@ -102,6 +103,7 @@ def test_autoregressive_prediction_api_is_unambiguous():
     assert not np.allclose(a[:, 1:], b[:, 1:])
 
 
+@pytest.mark.slow  # a training run with TensorBoard logs and images
 def test_train_composes_user_callbacks_and_writes_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -55,14 +55,12 @@ class TimeBudget(keras.callbacks.Callback):
         super().__init__()
         self.seconds = seconds
         self.clock = time.process_time if clock == "cpu" else time.time
-        self.exhausted = False
 
     def on_train_begin(self, logs=None):
         self._start = self.clock()
 
     def on_train_batch_end(self, batch, logs=None):
         if self.clock() - self._start > self.seconds:
-            self.exhausted = True
             self.model.stop_training = True
 
 

@@ -2,7 +2,6 @@
 import argparse
 import json
 import math
-import os
 import sys
 
 from taylorformer import registry

@@ -16,7 +16,6 @@ import tempfile
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from taylorformer import callbacks as run_callbacks
@@ -193,11 +192,6 @@ class Trainer:
                 "(resume with --resume). Lower the learning rate, check the data, or use "
                 "nan_policy='skip'.")
 
-    def save_checkpoint(self):
-        """A checkpoint of the current step (see :meth:`RunDirectory.save_checkpoint`)."""
-        self.check_weights_finite()
-        return self.run_dir.save_checkpoint(self.checkpoint, self.step.numpy(), self.cfg.keep_checkpoints)
-
     def restore_latest(self):
         """Restore the newest complete checkpoint; returns its step."""
         self.run_dir.restore_latest(self.checkpoint)
@@ -224,11 +218,10 @@ class Trainer:
         """Our callbacks (in this order), then TensorBoard, then the user's."""
         cfg, run = self.cfg, self.run_dir
         best = max((float(r["val_loglik"]) for r in run.metrics_rows()), default=-math.inf)
-        self.time_budget = (run_callbacks.TimeBudget(cfg.time_budget_s, cfg.budget_clock)
-                            if cfg.time_budget_s is not None else None)
         out = [] if cfg.nan_policy == "skip" else [keras.callbacks.TerminateOnNaN()]
         out += [run_callbacks.StepCounter(self.step, self.skipped, cfg.steps)]
-        out += [self.time_budget] if self.time_budget else []
+        if cfg.time_budget_s is not None:
+            out.append(run_callbacks.TimeBudget(cfg.time_budget_s, cfg.budget_clock))
         out += [run_callbacks.RunCheckpoints(run, self.checkpoint, self.step, cfg.checkpoint_every,
                                              cfg.keep_checkpoints),
                 run_callbacks.MetricsLog(run, self.step, self.skipped),

@@ -44,6 +44,16 @@ class BatchError(TaylorformerError, ValueError):
     """A batch has wrong ranks, mismatched dims, NaN/inf or empty sets."""
 
 
+class TaskError(SpecError):
+    """A task's config or data is unusable: bad option values, non-finite or overflowing
+    data (naming file, column and row), or a size the process cannot allocate."""
+
+
+class RunDirectoryError(TaylorformerError):
+    """A run directory cannot be used as asked: it holds another run, is in use by another
+    process, or one of its files is corrupt (the error names the file)."""
+
+
 def close_matches(word, candidates):
     """Up to three close spellings of ``word`` among ``candidates``."""
     return difflib.get_close_matches(str(word), sorted(candidates), n=3, cutoff=0.5)

@@ -19,6 +19,8 @@ nested component is called after its kind: ``attention`` or ``attention_<role>``
 """
 import copy
 import json
+import math
+import numbers
 import os
 
 from taylorformer import components, registry
@@ -40,6 +42,8 @@ DEFAULTS = {
 TOP_LEVEL_KEYS = set(DEFAULTS) | {"encoder", "preset", "provenance"}
 COMPONENT_FIELDS = {"encoder": "encoder", "likelihood": "likelihood", "wrapper": "wrapper"}
 HEAD_KEYS = {"width", "hidden_layers", "activation"}
+#: Keras dtype policies a network may run under (``dtype_policy``, ``--dtype-policy``)
+DTYPE_POLICIES = ("float32", "float64", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
 
 
 def deep_merge(base, override):
@@ -55,21 +59,33 @@ def deep_merge(base, override):
     return out
 
 
-def load_spec_file(path):
-    """Read a JSON or YAML spec file."""
-    with open(path) as fh:
-        text = fh.read()
+def load_spec_file(path, what="spec file"):
+    """Read a JSON or YAML mapping (YAML without Python tags: ``yaml.safe_load``); a file
+    that cannot be read or parsed is a :class:`SpecError` naming it (``what``) and the line."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{what} {path}: cannot read it ({exc})") from exc
     if path.endswith((".yaml", ".yml")):
         import yaml
 
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            if isinstance(exc, yaml.constructor.ConstructorError):
+                problem += "; only plain YAML data is read: Python tags such as !!python/object are refused"
+            raise SpecError(f"{what} {path}{where}: invalid YAML ({problem})") from exc
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SpecError(f"spec file {path}: invalid JSON ({exc})") from exc
+            raise SpecError(f"{what} {path} line {exc.lineno}: invalid JSON ({exc.msg})") from exc
     if not isinstance(data, dict):
-        raise SpecError(f"spec file {path} must hold a mapping, got {type(data).__name__}")
+        raise SpecError(f"{what} {path} must hold a mapping, got {type(data).__name__}")
     return data
 
 
@@ -119,19 +135,94 @@ def _resolve(spec, overrides):
 def _check_types(spec):
     if "encoder" not in spec:
         raise SpecError("spec has no 'encoder'; name one (e.g. 'transformer') or use a preset")
-    if spec["kind"] not in MODEL_KINDS:
-        hint = close_matches(spec["kind"], MODEL_KINDS)
-        raise SpecError(f"spec 'kind' {spec['kind']!r} is not a model kind"
-                        + (f"; did you mean {hint[0]!r}?" if hint else "")
-                        + f" Known: {', '.join(sorted(MODEL_KINDS))}.")
+    check_choice("spec", "kind", spec["kind"], MODEL_KINDS)
     for key in ("dim_x", "dim_y"):
         if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 1:
             raise SpecError(f"spec {key!r} must be a positive int, got {spec[key]!r}")
     head = spec["head"]
     if not isinstance(head, dict) or set(head) - HEAD_KEYS:
         raise SpecError(f"spec 'head' must be a dict with keys from {sorted(HEAD_KEYS)}, got {head!r}")
-    if spec["dtype_policy"] is not None and not isinstance(spec["dtype_policy"], str):
-        raise SpecError(f"spec 'dtype_policy' must be a Keras policy name, got {spec['dtype_policy']!r}")
+    check_widths("spec 'head'", "width", head.get("width", 128))
+    check_int("spec 'head'", "hidden_layers", head.get("hidden_layers", 2), minimum=0)
+    check_activation("spec 'head'", "activation", head.get("activation", "relu"))
+    check_dtype_policy("spec", "dtype_policy", spec["dtype_policy"])
+    if not isinstance(spec["description"], str):
+        raise SpecError(f"spec: description must be a string, got {spec['description']!r}")
+
+
+# ---------------------------------------------------------------- option value checks
+# Component constructors check their options with these: each error names the
+# component (``owner``), the option, the value and what is allowed.
+
+def check_int(owner, key, value, minimum=1, optional=False):
+    """``value`` as an int when it is an integer >= ``minimum`` (a bool is not), or None
+    when ``optional``; else a :class:`SpecError`."""
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        allowed = f"an int >= {minimum}" + (" or null" if optional else "")
+        raise SpecError(f"{owner}: {key} must be {allowed}, got {value!r}")
+    return int(value)
+
+
+def check_number(owner, key, value, low=None, high=None, low_open=False, high_open=False):
+    """``value`` as a float when it is a finite real number in the range (``low``/``high``:
+    bounds, None for none; ``*_open``: exclusive); else a :class:`SpecError`."""
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+          and (low is None or (value > low if low_open else value >= low))
+          and (high is None or (value < high if high_open else value <= high)))
+    if not ok:
+        bounds = [f"{'>' if low_open else '>='} {low}" if low is not None else "",
+                  f"{'<' if high_open else '<='} {high}" if high is not None else ""]
+        allowed = " and ".join(b for b in bounds if b)
+        raise SpecError(f"{owner}: {key} must be a finite number{' ' + allowed if allowed else ''}, "
+                        f"got {value!r}")
+    return float(value)
+
+
+def check_bool(owner, key, value):
+    """``value`` when it is true or false; else a :class:`SpecError`."""
+    if not isinstance(value, bool):
+        raise SpecError(f"{owner}: {key} must be true or false, got {value!r}")
+    return value
+
+
+def check_choice(owner, key, value, choices):
+    """``value`` when it is one of ``choices``; else a :class:`SpecError` listing them
+    (with close matches)."""
+    if isinstance(value, (str, int, float, type(None))) and value in choices:
+        return value
+    hint = close_matches(value, [c for c in choices if isinstance(c, str)]) if isinstance(value, str) else []
+    raise SpecError(f"{owner}: {key} {value!r} is not allowed"
+                    + (f"; did you mean {hint[0]!r}?" if hint else "")
+                    + f" Allowed: {', '.join(repr(c) for c in choices)}.")
+
+
+def check_widths(owner, key, value):
+    """A layer width (int >= 1) or a non-empty list of them."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise SpecError(f"{owner}: {key} must be an int >= 1 or a non-empty list of them, got {value!r}")
+        return [check_int(owner, f"{key}[{i}]", w) for i, w in enumerate(value)]
+    return check_int(owner, key, value)
+
+
+def activation_names():
+    """Names of the Keras activations (``keras.activations.get`` accepts them)."""
+    import keras
+
+    return sorted(n for n in dir(keras.activations) if not n.startswith("_")
+                  and n not in ("get", "serialize", "deserialize") and callable(getattr(keras.activations, n)))
+
+
+def check_activation(owner, key, value):
+    """A Keras activation name, or None (linear)."""
+    return None if value is None else check_choice(owner, key, value, activation_names())
+
+
+def check_dtype_policy(owner, key, value):
+    """None (the global policy) or one of :data:`DTYPE_POLICIES`."""
+    return None if value is None else check_choice(owner, key, value, DTYPE_POLICIES)
 
 
 def nested_components(entry, field):

@@ -198,13 +198,14 @@ def check_choice(owner, key, value, choices):
                     + f" Allowed: {', '.join(repr(c) for c in choices)}.")
 
 
-def check_widths(owner, key, value):
-    """A layer width (int >= 1) or a non-empty list of them."""
-    if isinstance(value, (list, tuple)):
-        if not value:
-            raise SpecError(f"{owner}: {key} must be an int >= 1 or a non-empty list of them, got {value!r}")
-        return [check_int(owner, f"{key}[{i}]", w) for i, w in enumerate(value)]
-    return check_int(owner, key, value)
+def check_widths(owner, key, value, single=True):
+    """A non-empty list of layer widths (ints >= 1), or (``single``) one width."""
+    if single and not isinstance(value, (list, tuple)):
+        return check_int(owner, key, value)
+    if not isinstance(value, (list, tuple)) or not value:
+        allowed = "an int >= 1 or a non-empty list of them" if single else "a non-empty list of ints >= 1"
+        raise SpecError(f"{owner}: {key} must be {allowed}, got {value!r}")
+    return [check_int(owner, f"{key}[{i}]", w) for i, w in enumerate(value)]
 
 
 def activation_names():

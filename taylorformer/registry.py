@@ -5,13 +5,23 @@ group ``taylorformer``. Loading a plugin means: import it, register it with a pl
 ``PluginManager``, validate its hook names (``check_pending``), then call each of its
 hooks with a ``register`` callback bound to the plugin's distribution.
 
-A plugin that fails (import error, exception in a hook, misspelled hook) is recorded
-in :func:`failures` and skipped; other plugins and the CLI keep working.
+Loading a plugin is all or nothing: its registrations are staged and committed only
+when the import and every hook succeeded. Any exception (``SystemExit`` included) or
+a rejected registration (a name conflict, an object of the wrong type) leaves the
+tables and Keras' serialization registrations exactly as before; the plugin is
+recorded in :func:`failures` and the other plugins and the CLI keep working. A
+``KeyboardInterrupt`` is rolled back too, then re-raised.
+
+Names and aliases share one namespace per kind: a name or alias that another
+component already holds is a conflict, and the holder keeps it. ``override=True``
+replaces the component registered under that canonical name by another plugin (the
+newcomer takes its aliases too).
 
 Environment variables:
 
 ``TAYLORFORMER_STRICT_PLUGINS=1``
-    any plugin failure or name conflict raises :class:`PluginLoadError` at load time.
+    a plugin failure raises :class:`PluginLoadError`, a name conflict
+    :class:`RegistryConflictError`, at load time.
 ``TAYLORFORMER_BLOCK_PLUGINS=a,b``
     skip the plugins whose entry-point name or distribution name is listed.
 
@@ -24,6 +34,7 @@ Python API (module level, on a lazily loaded default registry)::
     registry.failures()                   # list of PluginFailure
 """
 import dataclasses
+import functools
 import importlib.metadata as importlib_metadata
 import os
 import traceback
@@ -74,7 +85,7 @@ class Entry:
 
 @dataclasses.dataclass(frozen=True)
 class PluginFailure:
-    """A plugin that could not be loaded, or a conflict between two plugins."""
+    """A plugin that could not be loaded, or that was rejected for a name conflict."""
 
     plugin: str
     distribution: str
@@ -87,6 +98,15 @@ class PluginFailure:
         return dataclasses.asdict(self)
 
 
+class _Rejected(Exception):
+    """A registration the registry refuses: ``error`` is what the user sees, ``stage`` the
+    failure stage to report (``None``: the hook that made it)."""
+
+    def __init__(self, error, stage):
+        super().__init__(str(error))
+        self.error, self.stage = error, stage
+
+
 def _description(obj, given):
     """One-line description: the given text, a preset's "description", or the docstring."""
     if not given:
@@ -95,14 +115,101 @@ def _description(obj, given):
     return lines[0].strip() if lines else ""
 
 
-def _make_keras_serializable(kind, name, obj):
-    """Register Keras layer/model classes under ``taylorformer>{kind}.{name}``."""
-    if not isinstance(obj, type):
-        return
-    import keras  # local import: listing plugins must not require Keras first
+def _type_problem(kind, obj):
+    """What is wrong with ``obj`` as a component of ``kind`` (``None`` when it fits)."""
+    if kind == "model":
+        return None if isinstance(obj, dict) else "a model preset must be a spec dict"
+    if kind == "task":
+        cls = obj.func if isinstance(obj, functools.partial) else obj
+        return None if isinstance(cls, type) else "a task must be a class or a functools.partial of one"
+    return None if isinstance(obj, type) else f"{kind} components must be classes"
 
-    if issubclass(obj, keras.layers.Layer):
-        keras.saving.register_keras_serializable(package=KERAS_PACKAGE, name=f"{kind}.{name}")(obj)
+
+def _keras_maps():
+    """Keras' global serialization maps: registered name -> object, object -> name."""
+    from keras.src.saving import object_registration  # keras is loaded with taylorformer
+
+    return object_registration.GLOBAL_CUSTOM_OBJECTS, object_registration.GLOBAL_CUSTOM_NAMES
+
+
+def _make_keras_serializable(entry):
+    """Register a Keras layer class under ``taylorformer>{kind}.{name}``. A class already
+    registered under another name keeps it: a plugin cannot rename a built-in class."""
+    import keras
+
+    obj, key = entry.obj, f"{KERAS_PACKAGE}>{entry.kind}.{entry.name}"
+    if isinstance(obj, type) and issubclass(obj, keras.layers.Layer) and _keras_maps()[1].get(obj, key) == key:
+        keras.saving.register_keras_serializable(package=KERAS_PACKAGE, name=f"{entry.kind}.{entry.name}")(obj)
+
+
+class _Staging:
+    """One plugin's registrations, checked against the committed tables and kept apart
+    from them until the whole plugin has loaded."""
+
+    def __init__(self, registry, plugin, distribution, version):
+        self.registry, self.plugin = registry, plugin
+        self.distribution, self.version = distribution, version
+        self.tables = {kind: dict(t) for kind, t in registry._tables.items()}
+        self.aliases = {kind: dict(a) for kind, a in registry._aliases.items()}
+        self.added = []  # entries this plugin added or that replaced another's
+        self.rejected = None  # the first _Rejected, kept even if a hook swallows it
+
+    def callback(self, kind):
+        def register(name, obj, *, description=None, aliases=(), override=False):
+            try:
+                return self._register(kind, name, obj, description, aliases, override)
+            except _Rejected as exc:
+                self.rejected = self.rejected or exc
+                raise exc.error from None
+
+        return register
+
+    def _register(self, kind, name, obj, description, aliases, override):
+        where = f"plugin {self.plugin!r} ({self.distribution})"
+        names = [name, *([] if isinstance(aliases, str) else list(aliases))]
+        if isinstance(aliases, str) or not all(isinstance(n, str) and n for n in names):
+            raise _Rejected(PluginLoadError(
+                f"{where} registered {kind} name {name!r} with aliases {aliases!r}: the name and "
+                f"each alias must be a non-empty string (aliases a list of them)"), None)
+        problem = _type_problem(kind, obj)
+        if problem:
+            raise _Rejected(PluginLoadError(
+                f"{where} registered {kind} {name!r} as {type(obj).__name__} {obj!r}: {problem}"), None)
+        table, alias_map = self.tables[kind], self.aliases[kind]
+        old = table.get(name)
+        foreign = old is not None and old.plugin != self.plugin
+        if foreign and old.override and not override:
+            return obj  # another plugin overrides this name: its component stays
+        replaced = old if foreign and override and not old.override else None
+        inherited = tuple(a for a, target in alias_map.items() if replaced and target == name)
+        free = {name, *inherited} if replaced else set()
+        for i, item in enumerate(names):
+            holder = table.get(item) or table.get(alias_map.get(item))
+            if item in names[:i] or (holder is not None and item not in free):
+                self._conflict(kind, name, item, holder)
+        entry = Entry(kind, name, obj, self.plugin, self.distribution, self.version,
+                      _description(obj, description), tuple(dict.fromkeys(names[1:] + list(inherited))),
+                      bool(override))
+        table[name] = entry
+        for alias in entry.aliases:
+            alias_map[alias] = name
+        self.added.append(entry)
+        return obj
+
+    def _conflict(self, kind, name, item, holder):
+        what = "name" if item == name else "alias"
+        held = (f"is already taken by {holder.distribution} (plugin {holder.plugin!r}) as "
+                f"{kind} {holder.name!r}" if holder is not None else "is given twice")
+        raise _Rejected(RegistryConflictError(
+            f"{kind} {what} {item!r} of plugin {self.plugin!r} ({self.distribution}) {held}; "
+            f"names and aliases share one namespace per kind. Rename it, uninstall one plugin, "
+            f"block one with {BLOCK_ENV}, or pass override=True to replace a component by its "
+            f"canonical name"), "conflict")
+
+    def commit(self):
+        for entry in self.added:
+            _make_keras_serializable(entry)
+        self.registry._tables, self.registry._aliases = self.tables, self.aliases
 
 
 class Registry:
@@ -115,7 +222,6 @@ class Registry:
         self.pm.add_hookspecs(hookspecs)
         self._tables = {kind: {} for kind in hookspecs.KINDS}
         self._aliases = {kind: {} for kind in hookspecs.KINDS}
-        self._conflicts = {}  # (kind, name) -> RegistryConflictError
         self._failures = []
         self._plugin_dist = {}  # plugin name -> (distribution, version)
         self.blocked_plugins = []
@@ -133,112 +239,79 @@ class Registry:
             if ep.name in reg.blocked or dist_name in reg.blocked:
                 reg.blocked_plugins.append(ep.name)
                 continue
-            try:
-                module = ep.load()
-            except Exception as exc:  # noqa: BLE001 - any import failure is reported
-                reg._fail(ep.name, dist_name, version, "import", exc)
-                continue
-            reg.add_plugin(module, ep.name, dist_name, version)
+            reg.load_plugin(ep.load, ep.name, dist_name, version)
         return reg
 
     def add_plugin(self, module, plugin_name, distribution="unknown", version="unknown"):
-        """Register one plugin module and run its hooks; failures are recorded."""
+        """Register an imported plugin module and run its hooks, all or nothing."""
+        self.load_plugin(lambda: module, plugin_name, distribution, version)
+
+    def load_plugin(self, load, plugin_name, distribution="unknown", version="unknown"):
+        """Import a plugin (``load()`` returns its module) and run its hooks, all or nothing:
+        on any failure the tables and Keras' registrations are restored and it is recorded."""
         if plugin_name in self._plugin_dist:
             other = self._plugin_dist[plugin_name][0]
             self._fail(plugin_name, distribution, version, "hooks", PluginLoadError(
                 f"plugin name {plugin_name!r} is already used by {other}; rename the entry point"))
             return
+        keras_objects, keras_names = _keras_maps()
+        saved = dict(keras_objects), dict(keras_names)
+        stage, module, staging = "import", None, None
         try:
+            module = load()
+            stage = "hooks"
             self.pm.register(module, name=plugin_name)
             self.pm.check_pending()
-        except Exception as exc:  # noqa: BLE001 - pluggy validation errors and others
-            if self.pm.is_registered(module):
-                self.pm.unregister(module)
-            self._fail(plugin_name, distribution, version, "hooks", exc, _hook_hint(module))
+            staging = _Staging(self, plugin_name, distribution, version)
+            for hook_name, kind in hookspecs.HOOK_KINDS.items():
+                stage = f"hook:{hook_name}"
+                for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                    if impl.plugin_name == plugin_name:
+                        impl.function(staging.callback(kind))
+                if staging.rejected:
+                    raise staging.rejected
+            stage = "keras"
+            _check_keras_untouched(saved)
+            staging.commit()
+        except BaseException as exc:  # noqa: BLE001 - all or nothing, SystemExit included
+            self._rollback(module, saved)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            rejected = exc if isinstance(exc, _Rejected) else staging and staging.rejected
+            if rejected:
+                stage, exc = rejected.stage or stage, rejected.error
+            hint = _hook_hint(module) if stage == "hooks" and module is not None else ""
+            self._fail(plugin_name, distribution, version, stage, exc, hint)
             return
         self._plugin_dist[plugin_name] = (distribution, version)
-        for hook_name, kind in hookspecs.HOOK_KINDS.items():
-            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-                if impl.plugin_name != plugin_name:
-                    continue
-                added = []
-                register = self._register_callback(kind, plugin_name, distribution, version, added)
-                try:
-                    impl.function(register)
-                except RegistryConflictError:
-                    raise  # only raised in strict mode; already names both plugins
-                except Exception as exc:  # noqa: BLE001 - a broken hook must not break others
-                    for name in added:
-                        self._remove(kind, name, plugin_name)
-                    self._fail(plugin_name, distribution, version, f"hook:{hook_name}", exc)
 
-    def _register_callback(self, kind, plugin, distribution, version, added):
-        def register(name, obj, *, description=None, aliases=(), override=False):
-            if not isinstance(name, str) or not name:
-                raise TypeError(f"{kind} name must be a non-empty string, got {name!r}")
-            entry = Entry(kind, name, obj, plugin, distribution, version,
-                          _description(obj, description), tuple(aliases), bool(override))
-            self._insert(entry)
-            added.append(name)
-            _make_keras_serializable(kind, name, obj)
-            return obj
-
-        return register
-
-    def _insert(self, entry):
-        table = self._tables[entry.kind]
-        old = table.get(entry.name)
-        if old is not None and old.plugin != entry.plugin:
-            if entry.override and not old.override:
-                pass  # the newcomer replaces the old component
-            elif old.override and not entry.override:
-                return  # the existing override stays
-            else:
-                err = RegistryConflictError(
-                    f"{entry.kind} {entry.name!r} is registered by two plugins: "
-                    f"{old.distribution} (plugin {old.plugin!r}) and {entry.distribution} "
-                    f"(plugin {entry.plugin!r}); uninstall one, block one with "
-                    f"{BLOCK_ENV}, or pass override=True in the intended one")
-                self._conflicts[(entry.kind, entry.name)] = err
-                self._failures.append(PluginFailure(entry.plugin, entry.distribution, entry.version,
-                                                    "conflict", str(err)))
-                if self.strict:
-                    raise err
-                warnings.warn(str(err), RuntimeWarning, stacklevel=4)
-                return
-        table[entry.name] = entry
-        for alias in entry.aliases:
-            self._aliases[entry.kind][alias] = entry.name
-
-    def _remove(self, kind, name, plugin):
-        entry = self._tables[kind].get(name)
-        if entry is not None and entry.plugin == plugin:
-            del self._tables[kind][name]
-            for alias in entry.aliases:
-                self._aliases[kind].pop(alias, None)
+    def _rollback(self, module, saved_keras):
+        if module is not None and self.pm.is_registered(module):
+            self.pm.unregister(module)
+        for live, before in zip(_keras_maps(), saved_keras):
+            live.clear()
+            live.update(before)
 
     def _fail(self, plugin, distribution, version, stage, exc, hint=""):
         details = "".join(traceback.format_exception(exc))
         message = f"{type(exc).__name__}: {exc}{hint}"
-        failure = PluginFailure(plugin, distribution, version, stage, message, details)
-        self._failures.append(failure)
+        self._failures.append(PluginFailure(plugin, distribution, version, stage, message, details))
         text = f"taylorformer plugin {plugin!r} from {distribution} {version} failed ({stage}): {message}"
         if self.strict:
-            raise PluginLoadError(text) from exc
+            error = RegistryConflictError if isinstance(exc, RegistryConflictError) else PluginLoadError
+            raise error(text) from exc
         warnings.warn(text, RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ queries
     def entry(self, kind, name):
-        """The :class:`Entry` registered as ``name`` (or an alias) of ``kind``."""
+        """The :class:`Entry` registered as ``name`` (a canonical name, else an alias)."""
         if kind not in self._tables:
             raise UnknownComponentError("component kind", kind, self._tables)
-        if (kind, name) in self._conflicts:
-            raise self._conflicts[(kind, name)]
-        canonical = self._aliases[kind].get(name, name)
-        try:
-            return self._tables[kind][canonical]
-        except KeyError:
-            raise UnknownComponentError(kind, name, self._known(kind), self._failure_hint()) from None
+        table = self._tables[kind]
+        found = table.get(name) or table.get(self._aliases[kind].get(name))
+        if found is None:
+            raise UnknownComponentError(kind, name, self._known(kind), self._failure_hint())
+        return found
 
     def get(self, kind, name):
         """The registered component object."""
@@ -266,6 +339,21 @@ class Registry:
             return ""
         names = ", ".join(sorted({f.plugin for f in self._failures}))
         return f"(Some plugins failed to load: {names}; run `taylorformer plugins`.)"
+
+
+def _check_keras_untouched(saved):
+    """Reject a plugin that replaced or removed an existing Keras serialization
+    registration at import or in a hook (``override=True`` components take theirs over
+    at commit, after this check)."""
+    missing = object()
+    live_objects, live_names = _keras_maps()
+    before_objects, before_names = saved
+    changed = [key for key, obj in before_objects.items() if live_objects.get(key, missing) is not obj]
+    changed += [name for obj, name in before_names.items() if live_names.get(obj, missing) != name]
+    if changed:
+        raise _Rejected(RegistryConflictError(
+            f"the plugin replaced the Keras serialization registration {sorted(changed)[0]!r} "
+            f"of another component; register components through the hooks instead"), "conflict")
 
 
 def _env_flag(var):

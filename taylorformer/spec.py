@@ -188,13 +188,16 @@ def check_bool(owner, key, value):
 
 
 def check_choice(owner, key, value, choices):
-    """``value`` when it is one of ``choices``; else a :class:`SpecError` listing them
-    (with close matches)."""
-    if isinstance(value, (str, int, float, type(None))) and value in choices:
+    """``value`` when it is one of ``choices`` (a bool only if listed: True is not 1); else
+    a :class:`SpecError` listing them (with close matches)."""
+    if isinstance(value, bool):
+        if any(c is value for c in choices):
+            return value
+    elif isinstance(value, (str, int, float, type(None))) and value in choices:
         return value
     hint = close_matches(value, [c for c in choices if isinstance(c, str)]) if isinstance(value, str) else []
     raise SpecError(f"{owner}: {key} {value!r} is not allowed"
-                    + (f"; did you mean {hint[0]!r}?" if hint else "")
+                    + (f"; did you mean {hint[0]!r}?" if hint else ".")
                     + f" Allowed: {', '.join(repr(c) for c in choices)}.")
 
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from taylorformer.errors import SpecError
+from taylorformer.errors import TaskError, close_matches
 
 #: kernel names; ``rbf`` is an alias of ``eq``
 KERNELS = ("eq", "matern12", "matern32", "matern52", "periodic")
@@ -19,11 +19,13 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 
 def canonical_kernel(kind):
-    """Canonical kernel name (``"rbf"`` -> ``"eq"``); :class:`SpecError` if unknown."""
-    name = KERNEL_ALIASES.get(kind, kind)
+    """Canonical kernel name (``"rbf"`` -> ``"eq"``); :class:`TaskError` if unknown."""
+    name = KERNEL_ALIASES.get(kind, kind) if isinstance(kind, str) else kind
     if name not in KERNELS:
-        known = ", ".join(KERNELS + tuple(KERNEL_ALIASES))
-        raise SpecError(f"unknown GP kernel {kind!r}; known kernels: {known}")
+        close = close_matches(kind, KERNELS + tuple(KERNEL_ALIASES)) if isinstance(kind, str) else []
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise TaskError(f"unknown GP kernel {kind!r} in 'kernel'{hint} Known kernels: "
+                        f"{', '.join(KERNELS + tuple(KERNEL_ALIASES))}")
     return name
 
 

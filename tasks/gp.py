@@ -28,9 +28,10 @@ import math
 import numpy as np
 
 from taylorformer.batch import empty_batch
-from taylorformer.errors import SpecError
+from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import Task, box_config, check_dim_x, count_range, input_box, input_shift, split_names
+from taylorformer.task import (Task, box_config, check_dim_x, count_range, input_box, input_shift, real,
+                               real_pair, split_names)
 from taylorformer.tasks.gaussian_process import KERNEL_ALIASES, KERNELS, canonical_kernel, sample_gp
 
 #: prior families: ``{"uniform": [a, b]}``, ``{"loguniform": [a, b]}``, ``{"beta": [a, b]}``
@@ -40,39 +41,41 @@ HYPERPARAMETERS = {"lengthscale": KERNELS, "scale": KERNELS, "period": ("periodi
 
 
 # ----------------------------------------------------------------------------- config
-def _prior(field, spec):
-    """Validated prior: a positive float (fixed) or ``{family: [a, b]}``."""
-    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-        if not spec > 0:
-            raise SpecError(f"GP task {field!r} must be positive, got {spec!r}")
+#: allowed values of a hyperparameter (fixed, or the support of a uniform/loguniform prior):
+#: positive, and small enough that scale^2 and the draws stay far inside float32
+HYPERPARAMETER_RANGE = (1e-6, 1e6)
+#: allowed parameters a, b of a beta prior (smaller ones draw exact zeros)
+BETA_RANGE = (0.1, 1e6)
+#: largest observation noise std
+MAX_NOISE = 1e6
+
+
+def _prior(field, spec, owner):
+    """Validated prior: a number in :data:`HYPERPARAMETER_RANGE` (fixed) or ``{family: [a, b]}``."""
+    low, high = HYPERPARAMETER_RANGE
+    fixed = isinstance(spec, (int, float)) and not isinstance(spec, bool)
+    if not (fixed and math.isfinite(spec) and low <= spec <= high) and not (
+            isinstance(spec, dict) and len(spec) == 1 and next(iter(spec)) in PRIORS):
+        raise TaskError(f"{owner} {field!r} must be a positive number in [{low:g}, {high:g}] or a "
+                        f"dict with one key of {list(PRIORS)} and value [a, b], got {spec!r}")
+    if fixed:
         return float(spec)
-    if not (isinstance(spec, dict) and len(spec) == 1 and next(iter(spec)) in PRIORS):
-        raise SpecError(f"GP task {field!r} must be a positive number or a dict with one key "
-                        f"of {list(PRIORS)} and value [a, b], got {spec!r}")
     family, bounds = next(iter(spec.items()))
-    try:
-        a, b = (float(v) for v in bounds)
-    except (TypeError, ValueError):
-        raise SpecError(f"GP task {field!r}: {family} needs [a, b], got {bounds!r}") from None
-    if family == "uniform" and not 0 <= a <= b:
-        raise SpecError(f"GP task {field!r}: uniform needs 0 <= a <= b, got [{a}, {b}]")
-    if family == "loguniform" and not 0 < a <= b:
-        raise SpecError(f"GP task {field!r}: loguniform needs 0 < a <= b, got [{a}, {b}]")
-    if family == "beta" and not (a > 0 and b > 0):
-        raise SpecError(f"GP task {field!r}: beta needs a > 0 and b > 0, got [{a}, {b}]")
-    return {family: [a, b]}
+    if family == "beta":
+        return {family: list(real_pair(f"{field}: beta", bounds, *BETA_RANGE, owner, ordered=False))}
+    return {family: list(real_pair(f"{field}: {family}", bounds, low, high, owner))}
 
 
-def _priors(field, spec, kernels):
+def _priors(field, spec, kernels, owner):
     """``(config value, {kernel: prior})``; ``spec`` may map kernel names to priors."""
     used = [k for k in kernels if k in HYPERPARAMETERS[field]]
     if isinstance(spec, dict) and spec and all(k in KERNELS or k in KERNEL_ALIASES for k in spec):
-        per_kernel = {canonical_kernel(k): _prior(f"{field}[{k!r}]", v) for k, v in spec.items()}
+        per_kernel = {canonical_kernel(k): _prior(f"{field}[{k!r}]", v, owner) for k, v in spec.items()}
         missing = [k for k in used if k not in per_kernel]
         if missing:
-            raise SpecError(f"GP task {field!r} gives no prior for kernel(s) {missing}")
+            raise TaskError(f"{owner} {field!r} gives no prior for kernel(s) {missing}")
         return per_kernel, per_kernel
-    prior = _prior(field, spec)
+    prior = _prior(field, spec, owner)
     return prior, {k: prior for k in used}
 
 
@@ -90,6 +93,17 @@ def _draw(prior, rng):
 # ----------------------------------------------------------------------------- task
 #: per-task exact-GP ceilings a GP-style batch carries, each ``[B]`` float32
 CEILING_KEYS = ("gt_loglik", "gt_loglik_joint")
+
+
+def gp_memory_estimate(task, batch_size, dim):
+    """``Task.memory_estimate`` of an exact-GP task with ``dim``-dimensional kernel inputs:
+    the padded batch plus ``8 (Nc + Nt)^2 (2 dim + 4)`` bytes, the float64 ``N x N`` arrays
+    alive at once while one task is drawn (pairwise differences and their squares, ``2 dim``;
+    the covariance, its Cholesky factor and two temporaries)."""
+    batch, formula = Task.memory_estimate(task, batch_size)
+    n = task.max_context + task.max_target
+    return batch + 8 * n * n * (2 * dim + 4), (f"{formula}, plus the exact-GP working set "
+                                               f"8 (Nc + Nt)^2 (2 D + 4) bytes with D = {dim}")
 
 
 def ceiling_signature():
@@ -129,37 +143,39 @@ class GPTask(Task):
                  noise=0.05, noise_on="both", num_context=(3, 32), num_target=32,
                  num_total=None, context_range=(-2.0, 2.0), target_range=None, shift=0.0,
                  shift_splits=("test",)):
-        check_dim_x(dim_x, owner="GP task")
+        owner = f"{self.name} task"
+        check_dim_x(dim_x, owner=owner)
         self.dim_x = dim_x
-        names = [kernel] if isinstance(kernel, str) else list(kernel)
-        if not names:
-            raise SpecError("GP task 'kernel' must name at least one kernel")
+        names = [kernel] if isinstance(kernel, str) else kernel
+        if not (isinstance(names, (list, tuple)) and names and all(isinstance(k, str) for k in names)):
+            raise TaskError(f"{owner} 'kernel' must be a kernel name or a non-empty list of them "
+                            f"({', '.join(KERNELS)}), got {kernel!r}")
         self.kernels = [canonical_kernel(k) for k in names]
         if lengthscale is None:
             lengthscale = {"uniform": [0.3, 1.0]}
         self._config = {}
         self._priors = {}
         for field, spec in (("lengthscale", lengthscale), ("scale", scale), ("period", period)):
-            self._config[field], self._priors[field] = _priors(field, spec, self.kernels)
-        if not (isinstance(noise, (int, float)) and not isinstance(noise, bool) and noise >= 0):
-            raise SpecError(f"GP task 'noise' must be a number >= 0, got {noise!r}")
+            self._config[field], self._priors[field] = _priors(field, spec, self.kernels, owner)
+        self.noise = real("noise", noise, 0.0, MAX_NOISE, owner)
         if noise_on not in ("both", "context"):
-            raise SpecError(f"GP task 'noise_on' must be 'both' or 'context', got {noise_on!r}")
-        self.noise, self.noise_on = float(noise), noise_on
-        self.num_context = count_range("num_context", num_context, 0, owner="GP task")
-        self.num_target = count_range("num_target", num_target, 1, owner="GP task")
-        self.num_total = None if num_total is None else count_range("num_total", num_total, 1, owner="GP task")
+            raise TaskError(f"{owner} 'noise_on' must be 'both' or 'context', got {noise_on!r}")
+        self.noise_on = noise_on
+        self.num_context = count_range("num_context", num_context, 0, owner=owner)
+        self.num_target = count_range("num_target", num_target, 1, owner=owner)
+        self.num_total = None if num_total is None else count_range("num_total", num_total, 1, owner=owner)
         self.max_context = self.num_context[1]
         for nc in self.num_context:  # Nt bounds are linear in Nc: checking the ends suffices
             if self._target_bounds(nc)[0] > self._target_bounds(nc)[1]:
-                raise SpecError(f"GP task: no Nt fits num_target={list(self.num_target)} and "
+                raise TaskError(f"{owner}: no Nt fits num_target={list(self.num_target)} and "
                                 f"num_total={list(self.num_total)} when Nc = {nc}")
         self.max_target = self._target_bounds(self.num_context[0])[1]
-        self.context_box = input_box("context_range", context_range, dim_x, owner="GP task")
+        self.context_box = input_box("context_range", context_range, dim_x, owner=owner)
         self.target_box = self.context_box if target_range is None else input_box(
-            "target_range", target_range, dim_x, owner="GP task")
-        self.shift, self._shift_config = input_shift(shift, dim_x, owner="GP task")
-        self.shift_splits = split_names("shift_splits", shift_splits, owner="GP task")
+            "target_range", target_range, dim_x, owner=owner)
+        self.shift, self._shift_config = input_shift(shift, dim_x, owner=owner)
+        self.shift_splits = split_names("shift_splits", shift_splits, owner=owner)
+        self.check_memory()
 
     def _target_bounds(self, nc):
         """Allowed ``[lo, hi]`` of ``Nt`` given ``Nc`` (both bounds decrease with ``Nc``)."""
@@ -205,6 +221,10 @@ class GPTask(Task):
 
     def extra_signature(self):
         return ceiling_signature()
+
+    def memory_estimate(self, batch_size):
+        """The padded batch plus one task's exact-GP working set (tasks are drawn one at a time)."""
+        return gp_memory_estimate(self, batch_size, self.dim_x)
 
     def get_config(self):
         return {

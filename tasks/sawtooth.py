@@ -32,10 +32,10 @@ import math
 import numpy as np
 
 from taylorformer.batch import empty_batch
-from taylorformer.errors import SpecError
+from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import (Task, box_config, check_dim_x, count_range, input_box, input_shift,
-                               split_names)
+from taylorformer.task import (Task, box_config, check_dim_x, count_range, input_box, input_shift, real,
+                               real_pair, split_names)
 
 
 def sawtooth(x, direction, freq, phase):
@@ -49,17 +49,8 @@ def rotation_matrix(degrees):
     return np.array([[math.cos(t), -math.sin(t)], [math.sin(t), math.cos(t)]])
 
 
-def _float_range(field, spec, low):
-    values = [spec, spec] if isinstance(spec, (int, float)) and not isinstance(spec, bool) else spec
-    try:
-        lo, hi = (float(v) for v in values)
-        ok = len(values) == 2 and low <= lo <= hi
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise SpecError(f"sawtooth task {field!r} must be a number or [lo, hi] with "
-                        f"{low} <= lo <= hi, got {spec!r}")
-    return lo, hi
+#: largest frequency (cycles per unit of u . x) and noise std
+MAX_FREQ, MAX_NOISE = 1e6, 1e6
 
 
 class SawtoothTask(Task):
@@ -79,32 +70,35 @@ class SawtoothTask(Task):
                  num_target=128, context_range=(-2.0, 2.0), target_range=None,
                  restricted=False, rotation=None, rotation_splits=("test",), shift=0.0,
                  shift_splits=("test",)):
-        check_dim_x(dim_x, owner="sawtooth task")
+        owner = "sawtooth task"
+        check_dim_x(dim_x, owner=owner)
         self.dim_x = dim_x
-        self.freq = _float_range("freq", freq, 1e-12)
-        if not (isinstance(noise, (int, float)) and not isinstance(noise, bool) and noise >= 0):
-            raise SpecError(f"sawtooth task 'noise' must be a number >= 0, got {noise!r}")
-        self.noise = float(noise)
-        self.num_context = count_range("num_context", num_context, 0, owner="sawtooth task")
-        self.num_target = count_range("num_target", num_target, 1, owner="sawtooth task")
-        self.context_box = input_box("context_range", context_range, dim_x, owner="sawtooth task")
+        self.freq = real_pair("freq", [freq, freq] if isinstance(freq, (int, float)) else freq,
+                              0.0, MAX_FREQ, owner, open_low=True)
+        self.noise = real("noise", noise, 0.0, MAX_NOISE, owner)
+        self.num_context = count_range("num_context", num_context, 0, owner=owner)
+        self.num_target = count_range("num_target", num_target, 1, owner=owner)
+        self.context_box = input_box("context_range", context_range, dim_x, owner=owner)
         self.target_box = self.context_box if target_range is None else input_box(
-            "target_range", target_range, dim_x, owner="sawtooth task")
+            "target_range", target_range, dim_x, owner=owner)
+        if not isinstance(restricted, bool):
+            raise TaskError(f"{owner} 'restricted' must be true or false, got {restricted!r}")
         if restricted and dim_x != 2:
-            raise SpecError("sawtooth task 'restricted' needs dim_x = 2")
-        self.restricted = bool(restricted)
+            raise TaskError(f"{owner} 'restricted' needs dim_x = 2")
+        self.restricted = restricted
         if rotation is not None:
             if dim_x != 2:
-                raise SpecError("sawtooth task 'rotation' needs dim_x = 2")
+                raise TaskError(f"{owner} 'rotation' needs dim_x = 2")
             if rotation != "random" and not (isinstance(rotation, (int, float))
-                                             and not isinstance(rotation, bool)):
-                raise SpecError(f"sawtooth task 'rotation' must be None, degrees or 'random', "
+                                             and not isinstance(rotation, bool) and math.isfinite(rotation)):
+                raise TaskError(f"{owner} 'rotation' must be None, finite degrees or 'random', "
                                 f"got {rotation!r}")
         self.rotation = rotation if rotation in (None, "random") else float(rotation)
-        self.rotation_splits = split_names("rotation_splits", rotation_splits, owner="sawtooth task")
-        self.shift, self._shift_config = input_shift(shift, dim_x, owner="sawtooth task")
-        self.shift_splits = split_names("shift_splits", shift_splits, owner="sawtooth task")
+        self.rotation_splits = split_names("rotation_splits", rotation_splits, owner=owner)
+        self.shift, self._shift_config = input_shift(shift, dim_x, owner=owner)
+        self.shift_splits = split_names("shift_splits", shift_splits, owner=owner)
         self.max_context, self.max_target = self.num_context[1], self.num_target[1]
+        self.check_memory()
 
     def sample_function(self, rng):
         """``(direction [Dx], freq, phase)`` of one task."""

@@ -16,12 +16,15 @@ allows, with ``mask_c``/``mask_t``; padded entries are 0.
 import numpy as np
 
 from taylorformer.batch import empty_batch
-from taylorformer.errors import SpecError
+from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import Task, choice, count_range
+from taylorformer.task import Task, choice, count_range, integer, real, real_pair
+from taylorformer.tasks.gp import BETA_RANGE, HYPERPARAMETER_RANGE
 from taylorformer.tasks.spatial_gp import DOMAIN_BOXES
 
 SIR_DOMAINS = ("train", "shifted", "scaled")
+#: largest grid side and number of steps
+MAX_GRID, MAX_STEPS = 4096, 10_000
 S, I, R = 0, 1, 2
 
 
@@ -82,15 +85,18 @@ class SIRTask(Task):
         self.domain = choice("sir", "domain", domain, SIR_DOMAINS)
         self.encoding = choice("sir", "encoding", encoding, ("onehot", "state"))
         self.dim_y = 3 if encoding == "onehot" else 1
-        if not (isinstance(grid, int) and grid >= 4 and isinstance(steps, int) and steps >= 1):
-            raise SpecError(f"sir task: grid must be an int >= 4 and steps an int >= 1, got {grid!r}, {steps!r}")
-        if not (isinstance(radius, (int, float)) and radius >= 1):
-            raise SpecError(f"sir task: radius must be a number >= 1 (cells), got {radius!r}")
-        self.grid, self.steps, self.radius = grid, steps, float(radius)
-        self.num_context = count_range("num_context", num_context, 0, owner="sir task")
-        self.num_target = count_range("num_target", num_target, 0, owner="sir task")
-        self.beta, self.gamma = tuple(map(float, beta)), tuple(map(float, gamma))
-        self.initial = count_range("initial", list(initial), 1, owner="sir task")
+        owner = "sir task"
+        self.grid = integer("grid", grid, 4, MAX_GRID, owner)
+        self.steps = integer("steps", steps, 1, MAX_STEPS, owner)
+        self.radius = real("radius", radius, 1.0, float(self.grid), owner)  # cells
+        self.num_context = count_range("num_context", num_context, 0, owner=owner)
+        self.num_target = count_range("num_target", num_target, 0, owner=owner)
+        self.beta = real_pair("beta", beta, *BETA_RANGE, owner, ordered=False)  # Beta(a, b)
+        self.gamma = real_pair("gamma", gamma, *HYPERPARAMETER_RANGE, owner, ordered=False)  # InvGamma
+        self.initial = count_range("initial", initial, 1, owner=owner)
+        if self.initial[0] >= self.initial[1] or self.initial[1] - 1 > self.grid ** 2:
+            raise TaskError(f"{owner} 'initial' is [lo, hi) of a randint (hi exclusive) and must have "
+                            f"1 <= lo < hi <= grid^2 + 1 = {self.grid ** 2 + 1}, got {initial!r}")
         factor = 4 if domain == "scaled" else 1
         self.cells = grid * (2 if domain == "scaled" else 1)
         self.lo, self.hi = DOMAIN_BOXES[domain]
@@ -99,8 +105,9 @@ class SIRTask(Task):
         self.max_context = self.nc_range[1]
         self.max_target = self.nc_range[1] + self.extra_range[1]
         if self.max_target > self.cells ** 2:
-            raise SpecError(f"sir task: {self.max_target} target cells do not fit a "
-                            f"{self.cells} x {self.cells} grid")
+            raise TaskError(f"{owner}: num_context + num_target = {self.max_target} target cells "
+                            f"(domain {domain!r}) do not fit a {self.cells} x {self.cells} grid")
+        self.check_memory()
 
     def cell_centres(self):
         """float32 ``[cells^2, 2]`` cell centres, row-major (axis 0 = first coordinate)."""
@@ -132,6 +139,13 @@ class SIRTask(Task):
             out["xc"][i, :nc], out["yc"][i, :nc], out["mask_c"][i, :nc] = x[:nc], y[:nc], 1.0
             out["xt"][i, :nt], out["yt"][i, :nt], out["mask_t"][i, :nt] = x, y, 1.0
         return out
+
+    def memory_estimate(self, batch_size):
+        """The padded batch plus the simulation: int8 states ``(steps + 1) B cells^2`` and
+        about 40 bytes per cell and task of float64 temporaries per step."""
+        batch, formula = super().memory_estimate(batch_size)
+        sim = batch_size * self.cells ** 2 * (self.steps + 1 + 40)
+        return batch + sim, f"{formula}, plus the simulation B cells^2 (steps + 41) bytes with cells = {self.cells}"
 
     def get_config(self):
         return {"domain": self.domain, "grid": self.grid, "steps": self.steps,

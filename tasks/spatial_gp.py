@@ -26,11 +26,11 @@ import math
 import numpy as np
 
 from taylorformer.batch import empty_batch
-from taylorformer.errors import SpecError
+from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import Task, choice, count_range
+from taylorformer.task import MAX_DIM, MAX_INPUT, Task, choice, count_range, integer, real, real_pair
 from taylorformer.tasks.gaussian_process import gp_posterior_loglik, sample_gp
-from taylorformer.tasks.gp import CEILING_KEYS, GPTask, ceiling_signature
+from taylorformer.tasks.gp import BETA_RANGE, CEILING_KEYS, MAX_NOISE, GPTask, ceiling_signature, gp_memory_estimate
 
 GP2D_DOMAINS = ("train", "shifted", "scaled", "multires")
 #: [lo, hi] of every axis per domain (multires: the outer box; inner: MULTIRES_INNER)
@@ -49,7 +49,8 @@ class GP2DTask(GPTask):
         self.domain = choice("gp-2d-bsa", "domain", domain, GP2D_DOMAINS)
         self.multires_targets = choice("gp-2d-bsa", "multires_targets", multires_targets,
                                         ("inner", "all"))
-        self._base = {"lengthscale": lengthscale or {"beta": [3.0, 7.0]}, "noise": noise,
+        lengthscale = {"beta": [3.0, 7.0]} if lengthscale is None else lengthscale
+        self._base = {"lengthscale": lengthscale, "noise": noise,
                       "num_context": list(count_range("num_context", num_context, 0, owner="gp-2d-bsa task")),
                       "num_target": list(count_range("num_target", num_target, 1, owner="gp-2d-bsa task")),
                       "kernel": kernel}
@@ -86,15 +87,18 @@ class GenericSpatialTask(Task):
 
     def __init__(self, *, num_fixed=10, num_context=(13, 64), num_target=64,
                  lengthscale=(3.0, 7.0), coef_std=1.0, noise_var_scale=1.0, space_range=(-2.0, 2.0)):
-        if not (isinstance(num_fixed, int) and num_fixed >= 1):
-            raise SpecError(f"generic-spatial task: num_fixed must be an int >= 1, got {num_fixed!r}")
-        self.dim_x = self.num_fixed = num_fixed
-        self.num_context = count_range("num_context", num_context, 0, owner="generic-spatial task")
-        self.num_target = count_range("num_target", num_target, 1, owner="generic-spatial task")
-        self.lengthscale = tuple(map(float, lengthscale))  # Beta(a, b)
-        self.coef_std, self.noise_var_scale = float(coef_std), float(noise_var_scale)
-        self.space_range = tuple(map(float, space_range))
+        owner = "generic-spatial task"
+        self.dim_x = self.num_fixed = integer("num_fixed", num_fixed, 1, MAX_DIM, owner)
+        self.num_context = count_range("num_context", num_context, 0, owner=owner)
+        self.num_target = count_range("num_target", num_target, 1, owner=owner)
+        self.lengthscale = real_pair("lengthscale", lengthscale, *BETA_RANGE, owner, ordered=False)  # Beta(a, b)
+        self.coef_std = real("coef_std", coef_std, 0.0, MAX_NOISE, owner)
+        self.noise_var_scale = real("noise_var_scale", noise_var_scale, 0.0, MAX_NOISE, owner)
+        self.space_range = real_pair("space_range", space_range, -MAX_INPUT, MAX_INPUT, owner)
+        if self.space_range[0] == self.space_range[1]:
+            raise TaskError(f"{owner} 'space_range' must have lo < hi, got {space_range!r}")
         self.max_context, self.max_target = self.num_context[1], self.num_target[1]
+        self.check_memory()
 
     def sample_parameters(self, rng):
         """``(lengthscale, coef [num_fixed], sigma)`` of one task."""
@@ -133,6 +137,10 @@ class GenericSpatialTask(Task):
         return {"sc": tf.TensorSpec([None, None, 2], tf.float32),
                 "st": tf.TensorSpec([None, None, 2], tf.float32),
                 **ceiling_signature()}
+
+    def memory_estimate(self, batch_size):
+        """The padded batch plus one task's exact-GP working set over the 2-D space inputs."""
+        return gp_memory_estimate(self, batch_size, 2)
 
     def get_config(self):
         return {"num_fixed": self.num_fixed, "num_context": list(self.num_context),

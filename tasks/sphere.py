@@ -16,11 +16,11 @@ Frame of the sphere: x axis through (lat 0, lon 0), z axis through the north pol
 import numpy as np
 
 from taylorformer.batch import empty_batch
-from taylorformer.errors import SpecError
+from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import Task, choice, count_range, split_names
+from taylorformer.task import Task, choice, count_range, real, real_pair, split_names
 from taylorformer.tasks.gaussian_process import JITTER, loglik_from_cholesky
-from taylorformer.tasks.gp import CEILING_KEYS, ceiling_signature
+from taylorformer.tasks.gp import CEILING_KEYS, HYPERPARAMETER_RANGE, MAX_NOISE, ceiling_signature, gp_memory_estimate
 
 
 def latlon_to_xyz(latlon):
@@ -69,21 +69,26 @@ class SphereGPTask(Task):
     def __init__(self, *, lengthscale=(3.0, 30.0), noise=0.1, noise_on="context",
                  num_context=(128, 512), num_target=1024, extent=10.0, rotation=None,
                  rotate_splits=("val", "test"), coords="latlon"):
-        self.lengthscale = tuple(map(float, lengthscale))  # InvGamma(shape, scale), degrees
-        self.noise = float(noise)
+        owner = "sphere-gp task"
+        # InvGamma(shape, scale), degrees
+        self.lengthscale = real_pair("lengthscale", lengthscale, *HYPERPARAMETER_RANGE, owner, ordered=False)
+        self.noise = real("noise", noise, 0.0, MAX_NOISE, owner)
         self.noise_on = choice("sphere-gp", "noise_on", noise_on, ("both", "context"))
-        self.num_context = count_range("num_context", num_context, 0, owner="sphere-gp task")
-        self.num_target = count_range("num_target", num_target, 1, owner="sphere-gp task")
-        self.extent = float(extent)
-        if not (rotation is None or rotation == "random"
-                or (isinstance(rotation, (list, tuple)) and len(rotation) == 3)):
-            raise SpecError(f"sphere-gp task 'rotation' must be None, 'random' or 3 Euler angles "
+        self.num_context = count_range("num_context", num_context, 0, owner=owner)
+        self.num_target = count_range("num_target", num_target, 1, owner=owner)
+        self.extent = real("extent", extent, 0.0, 90.0, owner, open_low=True)
+        if rotation is None or rotation == "random":
+            self.rotation = rotation
+        elif isinstance(rotation, (list, tuple)) and len(rotation) == 3:
+            self.rotation = [real("rotation", a, -360.0, 360.0, owner) for a in rotation]
+        else:
+            raise TaskError(f"{owner} 'rotation' must be None, 'random' or 3 Euler angles "
                             f"(degrees), got {rotation!r}")
-        self.rotation = list(map(float, rotation)) if isinstance(rotation, (list, tuple)) else rotation
-        self.rotate_splits = split_names("rotate_splits", rotate_splits, owner="sphere-gp task")
+        self.rotate_splits = split_names("rotate_splits", rotate_splits, owner=owner)
         self.coords = choice("sphere-gp", "coords", coords, ("latlon", "xyz"))
         self.dim_x = 2 if coords == "latlon" else 3
         self.max_context, self.max_target = self.num_context[1], self.num_target[1]
+        self.check_memory()
 
     def sample_lengthscale(self, rng):
         """Lengthscale in degrees ~ InvGamma(shape, scale)."""
@@ -123,6 +128,10 @@ class SphereGPTask(Task):
 
     def extra_signature(self):
         return ceiling_signature()
+
+    def memory_estimate(self, batch_size):
+        """The padded batch plus one task's exact-GP working set on 3-D unit vectors."""
+        return gp_memory_estimate(self, batch_size, 3)
 
     def get_config(self):
         return {"lengthscale": list(self.lengthscale), "noise": self.noise, "noise_on": self.noise_on,

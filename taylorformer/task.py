@@ -17,67 +17,146 @@ Protocol every task follows:
 Simulated tasks subclass :class:`Task` and implement :meth:`Task.sample`; tasks
 reading finite data (e.g. CSV series) override :meth:`Task.dataset`. ``sample`` runs on
 several ``tf.data`` threads at once, so it must not change the task's state.
+
+Every config value is checked in the task's constructor with the helpers below; a bad
+one is a :class:`TaskError` naming the task, the key, the value and what is allowed.
+A task whose batches would need more memory than the process can get says so before
+allocating (:meth:`Task.check_memory`).
 """
+import math
+import numbers
+import os
+
 import numpy as np
 
-from taylorformer.errors import SpecError
+from taylorformer.errors import SpecError, TaskError
 
 #: fixed seeds of the evaluation splits: the same batches in every run
 SPLIT_SEEDS = {"train": 0, "val": 1_000_003, "test": 2_000_003}
 DEFAULT_EVAL_BATCHES = {"val": 8, "test": 32}
+#: largest input dimension a task accepts
+MAX_DIM = 1024
+#: largest count (set size, grid cells, ...): tensor dimensions are int32
+MAX_COUNT = 2**31 - 1
+#: largest |coordinate| of an input box or shift: float32 inputs keep 7 digits there
+MAX_INPUT = 1e6
 
 
 def make_task(name, config=None):
-    """The registered task ``name`` built with its ``config`` dict; unknown keys and bad
-    values are a :class:`SpecError` naming the task and its valid options."""
+    """The registered task ``name`` built with its ``config`` dict; unknown keys (with
+    close-match suggestions) and bad values are a :class:`TaskError` naming the task,
+    the key and what is allowed; an unknown task is an ``UnknownComponentError``."""
     from taylorformer import components
 
     if config is not None and not isinstance(config, dict):
-        raise SpecError(f"task {name!r}: the config must be a dict, got {type(config).__name__}")
-    return components.build("task", {"name": name, **(config or {})}, "task config")
+        raise TaskError(f"task {name!r}: the config must be a dict, got {type(config).__name__}")
+    try:
+        return components.build("task", {"name": name, **(config or {})}, "task config")
+    except TaskError:
+        raise
+    except SpecError as exc:  # the builder's option check and wrapped TypeError/ValueError
+        raise TaskError(str(exc)) from exc
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def integer(field, value, low, high=MAX_COUNT, owner="task"):
+    """``value`` if it is an int (not a bool) in ``[low, high]``, else a :class:`TaskError`."""
+    if not (_is_int(value) and low <= value <= high):
+        raise TaskError(f"{owner} {field!r} must be an int in [{low}, {high}], got {value!r}")
+    return int(value)
 
 
 def check_dim_x(dim_x, owner="task"):
-    """Reject a ``dim_x`` that is not an int >= 1."""
-    if not (isinstance(dim_x, int) and not isinstance(dim_x, bool) and dim_x >= 1):
-        raise SpecError(f"{owner} 'dim_x' must be an int >= 1, got {dim_x!r}")
+    """Reject a ``dim_x`` that is not an int in ``[1, MAX_DIM]``."""
+    integer("dim_x", dim_x, 1, MAX_DIM, owner)
+
+
+def real(field, value, low=-math.inf, high=math.inf, owner="task", open_low=False):
+    """``value`` as a float if it is a finite real number in ``[low, high]`` (``(low, high]``
+    with ``open_low``), else a :class:`TaskError` naming ``owner``, ``field`` and the range."""
+    ok = _is_real(value) and math.isfinite(value) and (low < value if open_low else low <= value) \
+        and value <= high
+    if not ok:
+        bracket = "(" if open_low else "["
+        raise TaskError(f"{owner} {field!r} must be a finite number in {bracket}{low:g}, {high:g}], "
+                        f"got {value!r}")
+    return float(value)
+
+
+def real_pair(field, spec, low, high, owner="task", ordered=True, open_low=False):
+    """``(a, b)`` floats from ``[a, b]``, both finite in ``[low, high]`` (``(low, high]`` with
+    ``open_low``) and ``a <= b`` when ``ordered``; else a :class:`TaskError`."""
+    bracket = "(" if open_low else "["
+    rule = (f"[a, b] of finite numbers in {bracket}{low:g}, {high:g}]"
+            + (" with a <= b" if ordered else ""))
+    if not (isinstance(spec, (list, tuple)) and len(spec) == 2):
+        raise TaskError(f"{owner} {field!r} must be {rule}, got {spec!r}")
+    try:
+        a, b = (real(field, v, low, high, owner, open_low) for v in spec)
+    except TaskError:
+        raise TaskError(f"{owner} {field!r} must be {rule}, got {spec!r}") from None
+    if ordered and a > b:
+        raise TaskError(f"{owner} {field!r} must be {rule}, got {spec!r} (a > b)")
+    return a, b
 
 
 def count_range(field, spec, low, owner="task"):
-    """``(lo, hi)`` integers from an int or ``[lo, hi]`` with ``low <= lo <= hi``."""
-    values = [spec, spec] if isinstance(spec, int) and not isinstance(spec, bool) else spec
+    """``(lo, hi)`` integers from an int or ``[lo, hi]`` with ``low <= lo <= hi <= MAX_COUNT``."""
+    values = [spec, spec] if _is_int(spec) else spec
     if not (isinstance(values, (list, tuple)) and len(values) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-            and low <= values[0] <= values[1]):
-        raise SpecError(f"{owner} {field!r} must be an int or [lo, hi] of ints with "
-                        f"{low} <= lo <= hi, got {spec!r}")
+            and all(_is_int(v) for v in values) and low <= values[0] <= values[1] <= MAX_COUNT):
+        raise TaskError(f"{owner} {field!r} must be an int or [lo, hi] of ints with "
+                        f"{low} <= lo <= hi <= {MAX_COUNT}, got {spec!r}")
     return int(values[0]), int(values[1])
 
 
 def choice(owner, field, value, allowed):
-    """``value`` if it is one of ``allowed``, else a :class:`SpecError` naming them."""
-    if value not in allowed:
-        raise SpecError(f"{owner} task {field!r} must be one of {allowed}, got {value!r}")
+    """``value`` if it is one of ``allowed``, else a :class:`TaskError` naming them."""
+    if not (isinstance(value, str) and value in allowed):
+        raise TaskError(f"{owner} task {field!r} must be one of {allowed}, got {value!r}")
     return value
 
 
 def split_names(field, spec, owner="task"):
-    """Tuple of split names from one name or a list; unknown names are a :class:`SpecError`."""
-    splits = [spec] if isinstance(spec, str) else list(spec)
-    bad = [s for s in splits if s not in SPLIT_SEEDS]
+    """Tuple of split names from one name or a list; unknown names are a :class:`TaskError`."""
+    splits = [spec] if isinstance(spec, str) else spec
+    if not isinstance(splits, (list, tuple)):
+        raise TaskError(f"{owner} {field!r} must be a split name or a list of them "
+                        f"({sorted(SPLIT_SEEDS)}), got {spec!r}")
+    bad = [s for s in splits if not (isinstance(s, str) and s in SPLIT_SEEDS)]
     if bad:
-        raise SpecError(f"{owner} {field!r} has unknown split(s) {bad}; splits: {sorted(SPLIT_SEEDS)}")
+        raise TaskError(f"{owner} {field!r} has unknown split(s) {bad}; splits: {sorted(SPLIT_SEEDS)}")
     return tuple(splits)
 
 
-def input_shift(shift, dim_x, owner="task"):
-    """``(shift [Dx] float64, its config value)`` from a number or ``dim_x`` numbers."""
+def _numbers(spec):
+    """True where ``spec`` is a real number (not a bool) or nested lists/tuples of them."""
+    return all(_numbers(v) for v in spec) if isinstance(spec, (list, tuple)) else _is_real(spec)
+
+
+def _float_array(spec):
+    """``spec`` as a float64 array, or None where it is not (rectangular) numbers."""
     try:
-        arr = np.asarray(shift, np.float64)
-    except (TypeError, ValueError):
-        arr = None
-    if arr is None or arr.shape not in ((), (dim_x,)):
-        raise SpecError(f"{owner} 'shift' must be a number or {dim_x} numbers, got {shift!r}")
+        return np.asarray(spec, np.float64) if _numbers(spec) else None
+    except ValueError:  # ragged nesting
+        return None
+
+
+def input_shift(shift, dim_x, owner="task"):
+    """``(shift [Dx] float64, its config value)`` from a number or ``dim_x`` numbers, each
+    finite with ``|shift| <= MAX_INPUT``."""
+    arr = _float_array(shift)
+    if (arr is None or arr.shape not in ((), (dim_x,)) or not np.all(np.isfinite(arr))
+            or np.any(np.abs(arr) > MAX_INPUT)):
+        raise TaskError(f"{owner} 'shift' must be a finite number or {dim_x} numbers with "
+                        f"|shift| <= {MAX_INPUT:g}, got {shift!r}")
     return np.broadcast_to(arr, (dim_x,)), (float(arr) if arr.ndim == 0 else arr.tolist())
 
 
@@ -90,19 +169,69 @@ def box_config(box):
 def input_box(field, spec, dim_x, owner="task"):
     """``[Dx, 2]`` bounds from ``[lo, hi]`` (every dim) or ``[[lo, hi], ...]`` (per dim).
 
-    Raises :class:`SpecError` naming ``owner`` and ``field`` when ``spec`` is not a box
-    with ``lo < hi`` in every dimension.
+    Raises :class:`TaskError` naming ``owner`` and ``field`` when ``spec`` is not a box
+    of finite bounds with ``-MAX_INPUT <= lo < hi <= MAX_INPUT`` in every dimension.
     """
-    try:
-        box = np.asarray(spec, np.float64)
-    except (TypeError, ValueError):
-        box = None
+    box = _float_array(spec)
     if box is not None and box.shape == (2,):
         box = np.tile(box, (dim_x, 1))
-    if box is None or box.shape != (dim_x, 2) or not np.all(box[:, 0] < box[:, 1]):
-        raise SpecError(f"{owner} {field!r} must be [lo, hi] or {dim_x} pairs [[lo, hi], ...] "
-                        f"with lo < hi, got {spec!r}")
+    if (box is None or box.shape != (dim_x, 2) or not np.all(np.isfinite(box))
+            or not np.all(box[:, 0] < box[:, 1]) or np.any(np.abs(box) > MAX_INPUT)):
+        raise TaskError(f"{owner} {field!r} must be [lo, hi] or {dim_x} pairs [[lo, hi], ...] "
+                        f"of finite numbers with {-MAX_INPUT:g} <= lo < hi <= {MAX_INPUT:g}, "
+                        f"got {spec!r}")
     return box
+
+
+def dataset_args(batch_size, num_batches, start, seed=0):
+    """Check the arguments of ``dataset``: ``batch_size`` an int >= 1, ``num_batches`` None
+    or an int >= 0, ``start`` an int >= 0 and ``seed`` an int (:class:`TaskError`)."""
+    for name, value, ok in (("batch_size", batch_size, _is_int(batch_size) and batch_size >= 1),
+                            ("num_batches", num_batches, num_batches is None
+                             or (_is_int(num_batches) and num_batches >= 0)),
+                            ("start", start, _is_int(start) and start >= 0),
+                            ("seed", seed, seed is None or _is_int(seed))):
+        if not ok:
+            allowed = {"batch_size": "an int >= 1", "num_batches": "None or an int >= 0",
+                       "start": "an int >= 0", "seed": "an int"}[name]
+            raise TaskError(f"dataset {name!r} must be {allowed}, got {value!r}")
+
+
+# ----------------------------------------------------------------------------- memory
+def available_memory():
+    """``(bytes, source)``: memory this process can still get. ``MemAvailable`` of
+    ``/proc/meminfo`` (physical memory, ``SC_PHYS_PAGES * SC_PAGE_SIZE``, where that is
+    unreadable), lowered to the room left under a cgroup v2 limit
+    (``/sys/fs/cgroup/memory.max`` minus ``memory.current``) where one is set."""
+    limit, source = None, None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    limit, source = int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+    except (OSError, ValueError, IndexError):
+        pass
+    if limit is None:
+        try:
+            limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            source = "physical memory"
+        except (OSError, ValueError, AttributeError):
+            pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            cap = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if cap != "max" and (limit is None or int(cap) - used < limit):
+            limit, source = max(int(cap) - used, 0), "room left under the cgroup limit /sys/fs/cgroup/memory.max"
+    except (OSError, ValueError):
+        pass
+    return limit, source
+
+
+def gib(nbytes):
+    """``nbytes`` as text in GiB (MiB below 1 GiB)."""
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
 class Task:
@@ -122,6 +251,27 @@ class Task:
 
     def get_config(self):
         return {}
+
+    def memory_estimate(self, batch_size):
+        """``(bytes, formula)``: peak memory of sampling one batch. Here the padded float32
+        batch, ``4 B (Nc + Nt)(Dx + Dy + 1)`` with ``Nc``/``Nt`` = ``max_context``/``max_target``
+        (0 where the task does not pad); subclasses add their working set."""
+        n = (getattr(self, "max_context", None) or 0) + (getattr(self, "max_target", None) or 0)
+        nbytes = 4 * batch_size * n * (self.dim_x + self.dim_y + 1)
+        return nbytes, (f"padded batch 4 B (Nc + Nt)(Dx + Dy + 1) bytes with B = {batch_size}, "
+                        f"Nc + Nt = {n}, Dx = {self.dim_x}, Dy = {self.dim_y}")
+
+    def check_memory(self, batch_size=1):
+        """:class:`TaskError` stating the estimate and the limit where sampling one batch of
+        ``batch_size`` tasks would need more memory than the process can get
+        (:func:`available_memory`). Called before anything of that size is allocated."""
+        needed, formula = self.memory_estimate(batch_size)
+        limit, source = available_memory()
+        if limit is not None and needed > limit:
+            raise TaskError(f"task {self.name!r}: one batch of {batch_size} task(s) needs about "
+                            f"{gib(needed)} ({needed} bytes = {formula}) but this process can get "
+                            f"at most {gib(limit)} ({limit} bytes, {source}); lower num_context / "
+                            f"num_target (or the batch size)")
 
     def signature(self, batch_size):
         """``tf.TensorSpec`` dict of this task's batches. Where the task pads every batch to
@@ -151,8 +301,10 @@ class Task:
         """
         import tensorflow as tf
 
-        if split not in SPLIT_SEEDS:
-            raise SpecError(f"split must be one of {sorted(SPLIT_SEEDS)}, got {split!r}")
+        if not (isinstance(split, str) and split in SPLIT_SEEDS):
+            raise TaskError(f"split must be one of {sorted(SPLIT_SEEDS)}, got {split!r}")
+        dataset_args(batch_size, num_batches, start, seed)
+        self.check_memory(batch_size)
         if split != "train" and num_batches is None:
             num_batches = DEFAULT_EVAL_BATCHES[split]
         signature = self.signature(batch_size)

@@ -259,16 +259,37 @@ def provenance(spec):
     return found
 
 
+# What a saved provenance may contribute to a message: a PEP 508 distribution name, a
+# version and a spec field. Anything else is never printed (it could be shell advice).
+DISTRIBUTION_NAME = r"([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])"
+VERSION = r"[A-Z0-9][A-Z0-9.+!_-]*"
+FIELD = r"[A-Z0-9_.]+"
+
+
+def _printable(pattern, value):
+    """Whether ``value`` is a string that matches ``pattern`` in full (case-insensitive)."""
+    import re
+
+    return isinstance(value, str) and re.fullmatch(pattern, value, re.IGNORECASE) is not None
+
+
 def _with_plugin_hint(exc, saved):
     """``exc`` with the distribution that provided the missing component when ``saved``
-    (a saved spec's provenance) lists it under that name or as an alias."""
-    for item in saved:
-        names = {item.get("name"), item.get("canonical")}
-        if item.get("kind") == exc.kind and exc.name in names:
-            where = f" (spec field {item['field']})" if item.get("field") else ""
-            return UnknownComponentError(
-                exc.kind, exc.name, exc.known,
-                f"This model was saved with {exc.kind} {exc.name!r}{where} from the distribution "
-                f"{item['distribution']!r} (version {item['version']}); install that plugin "
-                f"package to load it.")
+    (a saved spec's provenance) lists it under that name or as an alias. A distribution
+    name that is not valid (PEP 508) is reported as invalid provenance, never as advice."""
+    for item in saved if isinstance(saved, list) else []:
+        if not isinstance(item, dict) or item.get("kind") != exc.kind \
+                or exc.name not in (item.get("name"), item.get("canonical")):
+            continue
+        field, dist, version = item.get("field"), item.get("distribution"), item.get("version")
+        where = f" (spec field {field})" if _printable(FIELD, field) else ""
+        if not _printable(DISTRIBUTION_NAME, dist):
+            hint = (f"The model's saved provenance for {exc.kind} {exc.name!r}{where} is invalid: "
+                    f"it does not name a valid distribution (PEP 508), so the file may be "
+                    f"corrupt or tampered with; no install advice is given.")
+        else:
+            hint = (f"This model was saved with {exc.kind} {exc.name!r}{where} from the "
+                    f"distribution {dist!r}" + (f" (version {version})" if _printable(VERSION, version) else "")
+                    + "; install that plugin package to load it.")
+        return UnknownComponentError(exc.kind, exc.name, exc.known, hint)
     return exc

@@ -15,6 +15,34 @@ from taylorformer.inference import loglik, masked_point_mean
 from taylorformer.target_order import permute_targets
 
 
+def check_count(component, option, value, minimum, none_ok=False):
+    """SpecError naming ``component``, ``option`` and ``value`` unless ``value`` is an int
+    >= ``minimum`` (or None where ``none_ok``)."""
+    if none_ok and value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise SpecError(f"{component} {option!r} must be an int >= {minimum}"
+                        f"{' or None' if none_ok else ''}, got {value!r}")
+
+
+def check_evaluate_options(batch_size, num_batches, num_samples, consistency, model=None):
+    """The options of :func:`evaluate` (SpecError naming the option and value): batch_size
+    >= 1, num_batches >= 1 or None (the whole split), num_samples >= 0, consistency 0 or
+    >= 2; with ``model``, num_samples and consistency need an autoregressive model."""
+    check_count("evaluate", "batch_size", batch_size, 1)
+    check_count("evaluate", "num_batches", num_batches, 1, none_ok=True)
+    check_count("evaluate", "num_samples", num_samples, 0)
+    check_count("evaluate", "consistency", consistency, 0)
+    if consistency == 1:
+        raise SpecError("evaluate 'consistency' is the number K of target orders: 0 (off) or "
+                        "K >= 2, got 1")
+    if model is not None and not getattr(model, "causal", False):
+        for option, value in (("num_samples", num_samples), ("consistency", consistency)):
+            if value:
+                raise SpecError(f"evaluate {option!r} = {value} applies to autoregressive models "
+                                f"only; {model.name!r} is a conditional model (use 0)")
+
+
 def order_consistency(model, batch, k=40, seed=0):
     """Per task, the std over ``k`` target permutations of the teacher-forced log-likelihood.
 
@@ -85,8 +113,9 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     and, when the task provides the exact GP predictive, ``gt_loglik`` and
     ``gap_to_gt`` (gt minus model; 0 is the ceiling). For autoregressive models,
     ``num_samples > 0`` adds ``sampled`` (multi-step forecasts) and ``consistency = K``
-    adds the order-consistency metric.
+    adds the order-consistency metric (both are a SpecError for a conditional model).
     """
+    check_evaluate_options(batch_size, num_batches, num_samples, consistency, model)
     autoregressive = getattr(model, "causal", False)
     lls, sq, inside, gts, sampled, stds = [], [], [], [], [], []
     gt_key = "gt_loglik_joint" if autoregressive else "gt_loglik"

@@ -1,17 +1,20 @@
 """Finished runs: load the model and task of a run directory, evaluate, plot."""
 import os
 
-from taylorformer.evaluation import evaluate
-from taylorformer.models import load_model
+from taylorformer.errors import SpecError
+from taylorformer.evaluation import check_count, check_evaluate_options, evaluate
 from taylorformer.run_dir import RunDirectory
 from taylorformer.task import make_task
 
 
 def load_run(run_dir, checkpoint="best", task=None, task_config=None):
-    """(model, task, config) of a run; ``checkpoint`` is ``best`` or ``model`` (last)."""
+    """(model, task, config) of a run; ``checkpoint`` is ``best`` or ``model`` (last; each
+    falls back to the other, with a warning, where missing or corrupt)."""
+    if checkpoint not in ("best", "model"):
+        raise SpecError(f"run 'checkpoint' must be 'best' or 'model', got {checkpoint!r}")
     run = RunDirectory(run_dir)
     config = run.read_config()
-    model = load_model(run.model_path(checkpoint))
+    model = run.load_model(checkpoint)
     if task is None:
         task, task_config = config["task"], task_config or config.get("task_config")
     return model, make_task(task, task_config), config
@@ -20,8 +23,10 @@ def load_run(run_dir, checkpoint="best", task=None, task_config=None):
 def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="test",
                  checkpoint="best", batch_size=None, num_samples=0, consistency=0):
     """Evaluation JSON dict of a run (see :func:`taylorformer.evaluation.evaluate`)."""
+    check_evaluate_options(1 if batch_size is None else batch_size, num_batches, num_samples,
+                           consistency)
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
-    batch_size = batch_size or config["train"]["batch_size"]
+    batch_size = config["train"]["batch_size"] if batch_size is None else batch_size
     result = evaluate(model, task_obj, split=split, batch_size=batch_size, num_batches=num_batches,
                       num_samples=num_samples, consistency=consistency)
     return {"run_dir": run_dir, "task": task or config["task"], **result}
@@ -32,6 +37,8 @@ def plot_run(run_dir, out=None, task=None, task_config=None, checkpoint="best", 
     """Plot predictions on the first test batch of a run; returns the PNG path."""
     from taylorformer.plotting import plot_predictions
 
+    check_count("plot", "num_tasks", num_tasks, 1)
+    check_count("plot", "num_samples", num_samples, 0)
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
     batch = next(iter(task_obj.dataset("test", batch_size=num_tasks, num_batches=1)))
     out = out or os.path.join(run_dir, "predictions.png")

@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from taylorformer import callbacks as run_callbacks
-from taylorformer.errors import SpecError
+from taylorformer.errors import RunDirectoryError, SpecError
 from taylorformer.models import build_model
 from taylorformer.run_dir import RunDirectory
 from taylorformer.spec import resolve_spec
@@ -28,6 +28,8 @@ from taylorformer.task import make_task
 STRATEGIES = ("default", "mirrored", "multi-worker")
 SCHEDULES = ("constant", "cosine")
 NAN_POLICIES = ("stop", "skip")
+
+
 @dataclasses.dataclass
 class TrainConfig:
     """Everything that defines a training run besides the model spec and the task."""
@@ -55,29 +57,46 @@ class TrainConfig:
     tensorboard: bool = True  # TensorBoard logs (scalars + prediction images) in RUN_DIR/tensorboard
 
     def __post_init__(self):
-        if not isinstance(self.num_permutations, int) or self.num_permutations < 0:
-            raise SpecError(f"train config 'num_permutations' must be an int >= 0, got {self.num_permutations!r}")
-        if self.warmup_steps is None:
-            self.warmup_steps = self.steps // 20
-        if not isinstance(self.warmup_steps, int) or not 0 <= self.warmup_steps < self.steps:
-            raise SpecError(f"train config 'warmup_steps' must be an int in [0, steps), got {self.warmup_steps!r}")
-        if self.jit_compile not in (True, False, "auto"):
-            raise SpecError(f"train config 'jit_compile' must be true, false or 'auto', got {self.jit_compile!r}")
+        need = self._require
         for name in ("steps", "batch_size", "val_every", "val_batches", "checkpoint_every",
                      "keep_checkpoints"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise SpecError(f"train config {name!r} must be a positive int, got {value!r}")
-        if self.schedule not in SCHEDULES:
-            raise SpecError(f"train config 'schedule' must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.strategy not in STRATEGIES:
-            raise SpecError(f"train config 'strategy' must be one of {STRATEGIES}, got {self.strategy!r}")
-        if self.budget_clock not in ("wall", "cpu"):
-            raise SpecError(f"train config 'budget_clock' must be 'wall' or 'cpu', got {self.budget_clock!r}")
-        if self.nan_policy not in NAN_POLICIES:
-            raise SpecError(f"train config 'nan_policy' must be one of {NAN_POLICIES}, got {self.nan_policy!r}")
-        if not (self.learning_rate > 0 and self.clip_norm > 0):
-            raise SpecError("train config 'learning_rate' and 'clip_norm' must be > 0")
+            need(name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, "an int >= 1")
+        need("num_permutations", _is_int(self.num_permutations) and self.num_permutations >= 0,
+             "an int >= 0")
+        need("seed", _is_int(self.seed) and 0 <= self.seed < 2**32, "an int in [0, 2**32)")
+        if self.warmup_steps is None:
+            self.warmup_steps = self.steps // 20
+        need("warmup_steps", _is_int(self.warmup_steps) and 0 <= self.warmup_steps < self.steps,
+             f"an int in [0, steps={self.steps})")
+        for name in ("learning_rate", "clip_norm"):
+            need(name, _is_finite(getattr(self, name)) and getattr(self, name) > 0,
+                 "a finite number > 0")
+        for name in ("weight_decay", "min_learning_rate"):
+            need(name, _is_finite(getattr(self, name)) and getattr(self, name) >= 0,
+                 "a finite number >= 0")
+        need("time_budget_s", self.time_budget_s is None or
+             (_is_finite(self.time_budget_s) and self.time_budget_s > 0),
+             "a finite number of seconds > 0, or None (no budget)")
+        need("jit_compile", self.jit_compile in (True, False, "auto"), "true, false or 'auto'")
+        need("dtype_policy", self.dtype_policy is None or isinstance(self.dtype_policy, str),
+             "a Keras dtype policy name or None")
+        need("tensorboard", isinstance(self.tensorboard, bool), "true or false")
+        for name, allowed in (("schedule", SCHEDULES), ("strategy", STRATEGIES),
+                              ("budget_clock", ("wall", "cpu")), ("nan_policy", NAN_POLICIES)):
+            need(name, getattr(self, name) in allowed, f"one of {allowed}")
+
+    def _require(self, name, ok, allowed):
+        """SpecError naming the key, its value and what is allowed, unless ``ok``."""
+        if not ok:
+            raise SpecError(f"train config {name!r} must be {allowed}, got {getattr(self, name)!r}")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_finite(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def make_strategy(name):
@@ -151,6 +170,7 @@ class Trainer:
         self.chief = is_chief(self.strategy)
         write_dir = out_dir if self.chief or out_dir is None else tempfile.mkdtemp(prefix="taylorformer-worker-")
         self.run_dir = RunDirectory(write_dir)
+        self.resumed = False  # restore_latest: fit continues the run already in out_dir
         overrides = {"dim_x": task.dim_x, "dim_y": task.dim_y}
         if cfg.dtype_policy:
             overrides["dtype_policy"] = cfg.dtype_policy
@@ -193,11 +213,11 @@ class Trainer:
                 "nan_policy='skip'.")
 
     def restore_latest(self):
-        """Restore the newest complete checkpoint; returns its step."""
+        """Restore the newest intact checkpoint (see :meth:`RunDirectory.restore_latest`);
+        :meth:`fit` then continues that run. Returns its step."""
         self.run_dir.restore_latest(self.checkpoint)
-        step = int(self.step.numpy())
-        self.run_dir.truncate_metrics(step)
-        return step
+        self.resumed = True
+        return int(self.step.numpy())
 
     def compiled_step(self):
         """``batch -> logs``: one training step (``model.train_step``, XLA as compiled) on one
@@ -237,10 +257,22 @@ class Trainer:
 
     def fit(self, verbose=1):
         """Train from the current step to ``cfg.steps`` (or the time budget); returns the
-        metric rows logged. ``verbose``: Keras' (1 progress bar, 2 a line per epoch)."""
+        metric rows logged. ``verbose``: Keras' (1 progress bar, 2 a line per epoch).
+
+        The run directory is locked for the whole run (:meth:`RunDirectory.open_run`): a
+        new run (no :meth:`restore_latest`) needs a directory that holds no run."""
+        with self.run_dir.open_run(resume=self.resumed):
+            self.resumed = True  # from here on this trainer's run lives in out_dir
+            rows = self._fit_locked(verbose)
+        if not self.chief:
+            shutil.rmtree(self.run_dir.path, ignore_errors=True)
+        return rows
+
+    def _fit_locked(self, verbose):
         cfg = self.cfg
-        self.write_run_files()
         done = int(self.step.numpy())
+        self.run_dir.truncate_metrics(done)  # rows after the restored checkpoint are redone
+        self.write_run_files()
         rows_before = len(self.run_dir.metrics_rows())
         if done < cfg.steps:
             first_epoch = done // cfg.val_every
@@ -259,8 +291,6 @@ class Trainer:
                     "use nan_policy='skip'.")
         self.check_weights_finite()
         self.run_dir.save_model(self.model, "model.keras")
-        if not self.chief:
-            shutil.rmtree(self.run_dir.path, ignore_errors=True)
         return self.run_dir.metrics_rows()[rows_before:] if self.chief else []
 
 
@@ -268,20 +298,30 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
           callbacks=(), **train_kwargs):
     """Train ``model`` (preset, dict or spec file) on a registered task; returns the Trainer.
 
-    ``resume=RUN_DIR`` continues that run from its latest checkpoint with its saved
-    spec, task and training config (``train_kwargs`` may raise ``steps``).
+    ``out_dir`` must be new, empty, or missing (see :mod:`taylorformer.run_dir`); without
+    it a new ``runs/MODEL-TASK-TIME`` directory is created. ``resume=RUN_DIR`` continues
+    that run from its newest intact checkpoint with its saved spec, task and training
+    config (``train_kwargs`` may raise ``steps``).
     """
+    known = [f.name for f in dataclasses.fields(TrainConfig)]
+    unknown = sorted(set(train_kwargs) - set(known))
+    if unknown:
+        raise SpecError(f"unknown train config option {unknown[0]!r}; known: {', '.join(known)}")
     if resume:
         run = RunDirectory(resume)
         saved, model = run.read_config(), run.read_spec()
+        if set(saved["train"]) - set(known):
+            raise RunDirectoryError(f"{run.file('config.json')} is corrupt: unknown train config "
+                                    f"keys {sorted(set(saved['train']) - set(known))}")
         cfg = TrainConfig(**{**saved["train"], **train_kwargs})
         task, task_config, out_dir = saved["task"], saved["task_config"], resume
     else:
         cfg = TrainConfig(**train_kwargs)
     task_obj = make_task(task, task_config)
     if out_dir is None:
-        label = model if isinstance(model, str) else "model"
-        out_dir = os.path.join("runs", f"{os.path.basename(label).split('.')[0]}-{task}-{time.strftime('%Y%m%d-%H%M%S')}")
+        label = os.path.basename(model if isinstance(model, str) else "model").split(".")[0]
+        out_dir = RunDirectory.create_new(
+            os.path.join("runs", f"{label}-{task}-{time.strftime('%Y%m%d-%H%M%S')}")).path
     trainer = Trainer(model, task_obj, cfg, out_dir, task_name=task, task_config=task_config,
                       callbacks=callbacks)
     if resume:

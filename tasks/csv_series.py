@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from taylorformer.errors import SpecError, close_matches
+from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import Task
+from taylorformer.task import MAX_COUNT, Task, dataset_args
 
 DATA_DIR_ENV = "TAYLORFORMER_DATA_DIR"
 NAN_POLICIES = ("error", "drop", "ffill")
@@ -40,7 +40,7 @@ SPLITS = ("train", "val", "test")
 MAX_LISTED = 10  # rows/values quoted in an error message
 
 
-class DataFileNotFoundError(SpecError, FileNotFoundError):
+class DataFileNotFoundError(TaskError, FileNotFoundError):
     """A task's data file exists in none of the places searched."""
 
 
@@ -81,9 +81,19 @@ def _rows(index):
 
 
 def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise SpecError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 < value <= MAX_COUNT:
+        raise TaskError(f"csv task: {name} must be a positive integer (at most {MAX_COUNT}), got {value!r}")
     return int(value)
+
+
+def _names(field, value, allow_one=True):
+    """List of column names (str; ints are read as their text) from a list, or one name."""
+    names = [value] if allow_one and isinstance(value, (str, int)) and not isinstance(value, bool) else value
+    if not (isinstance(names, (list, tuple))
+            and all(isinstance(c, (str, int)) and not isinstance(c, bool) for c in names)):
+        raise TaskError(f"csv task: {field} must be {'a column name or ' if allow_one else ''}a list of "
+                        f"column names, got {value!r}")
+    return [str(c) for c in names]
 
 
 class CSVSeriesTask(Task):
@@ -110,24 +120,23 @@ class CSVSeriesTask(Task):
     def __init__(self, path=None, target_columns=None, date_column=None, column_names=None,
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,
                  nan_policy="error"):
-        if path is None:
-            raise SpecError("csv task needs path= (a CSV file)")
+        if not isinstance(path, (str, os.PathLike)) or not str(path):
+            raise TaskError(f"csv task needs path= (a CSV file name), got {path!r}")
         self.context_length = _positive_int("context_length", context_length)
         self.horizon = _positive_int("horizon", horizon)
         self.eval_stride = _positive_int("eval_stride", eval_stride)
-        if nan_policy not in NAN_POLICIES:
-            raise SpecError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+        if not (isinstance(nan_policy, str) and nan_policy in NAN_POLICIES):
+            raise TaskError(f"csv task: nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
         self.nan_policy = nan_policy
         self.split = _check_split(split)
         self.path = str(path)
-        self.column_names = None if column_names is None else [str(c) for c in column_names]
-        self.date_column = None if date_column is None else str(date_column)
+        self.column_names = None if column_names is None else _names("column_names", column_names, False)
+        self.date_column = None if date_column is None else _names("date_column", date_column)[0]
         if target_columns is None:
-            raise SpecError(f"csv task on {self.path!r} needs target_columns= (one or more columns)")
-        targets = [target_columns] if isinstance(target_columns, str) else list(target_columns)
-        self.target_columns = [str(c) for c in targets]
+            raise TaskError(f"csv task on {self.path!r} needs target_columns= (one or more columns)")
+        self.target_columns = _names("target_columns", target_columns)
         if not self.target_columns or len(set(self.target_columns)) != len(self.target_columns):
-            raise SpecError(f"target_columns must be one or more distinct names, got {target_columns!r}")
+            raise TaskError(f"csv task: target_columns must be one or more distinct names, got {target_columns!r}")
         self.dim_y = len(self.target_columns)
         self.resolved_path = resolve_path(self.path)
         self._load()
@@ -141,10 +150,10 @@ class CSVSeriesTask(Task):
         try:
             df = pd.read_csv(self.resolved_path, header=header)
         except (ValueError, OSError) as exc:  # pandas parser errors are ValueErrors
-            raise SpecError(f"cannot read {where} as CSV: {exc}") from exc
+            raise TaskError(f"cannot read {where} as CSV: {exc}") from exc
         if self.column_names is not None:
             if len(self.column_names) != df.shape[1]:
-                raise SpecError(f"{where} has {df.shape[1]} columns but column_names names "
+                raise TaskError(f"{where} has {df.shape[1]} columns but column_names names "
                                 f"{len(self.column_names)}: {self.column_names}")
             df.columns = self.column_names
         df.columns = [str(c) for c in df.columns]
@@ -153,30 +162,38 @@ class CSVSeriesTask(Task):
             if col not in df.columns:
                 close = close_matches(col, df.columns)
                 hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-                raise SpecError(f"{where} has no column {col!r}{hint} Columns: {list(df.columns)}")
+                raise TaskError(f"{where} has no column {col!r}{hint} Columns: {list(df.columns)}")
         if self.date_column in self.target_columns:
-            raise SpecError(f"column {self.date_column!r} is both the date column and a target")
+            raise TaskError(f"column {self.date_column!r} is both the date column and a target")
         values = np.empty((len(df), self.dim_y), np.float64)
         for j, col in enumerate(self.target_columns):
             numeric = pd.to_numeric(df[col], errors="coerce")
             bad = np.flatnonzero(numeric.isna().to_numpy() & df[col].notna().to_numpy())
             if bad.size:
                 examples = ", ".join(f"row {i}: {df[col].iloc[i]!r}" for i in bad[:3])
-                raise SpecError(f"target column {col!r} of {where} is not numeric "
+                raise TaskError(f"target column {col!r} of {where} is not numeric "
                                 f"({bad.size} non-numeric entries; {examples}; rows are 0-based, "
                                 f"header excluded)")
             values[:, j] = numeric.to_numpy(np.float64)
         file_rows = np.arange(len(df))
+        for j, col in enumerate(self.target_columns):
+            inf = np.flatnonzero(np.isinf(values[:, j]))
+            if inf.size:
+                examples = ", ".join(f"row {i}: {float(values[i, j])}" for i in inf[:3])
+                raise TaskError(f"{where}: target column {col!r} holds {inf.size} infinite value(s) "
+                                f"({examples}; rows are 0-based, header excluded); a model cannot "
+                                f"train on them: clean the file")
         nan = np.isnan(values).any(axis=1)
         if nan.any() and self.nan_policy == "error":
-            raise SpecError(f"{where}: target column(s) {self.target_columns} hold NaN in {int(nan.sum())} "
+            cols = [c for j, c in enumerate(self.target_columns) if np.isnan(values[:, j]).any()]
+            raise TaskError(f"{where}: target column(s) {cols} hold NaN in {int(nan.sum())} "
                             f"row(s): {_rows(np.flatnonzero(nan))} (0-based, header excluded); "
                             f"clean the file or pass nan_policy='drop' or 'ffill'")
         if self.nan_policy == "ffill":
             values = pd.DataFrame(values).ffill().to_numpy()
             lead = np.flatnonzero(np.isnan(values).any(axis=1))
             if lead.size:
-                raise SpecError(f"{where}: rows {_rows(lead)} hold NaN with no earlier value to "
+                raise TaskError(f"{where}: rows {_rows(lead)} hold NaN with no earlier value to "
                                 f"carry forward (nan_policy='ffill'); use nan_policy='drop'")
         elif self.nan_policy == "drop":
             values, file_rows = values[~nan], file_rows[~nan]
@@ -185,22 +202,49 @@ class CSVSeriesTask(Task):
             dates = pd.to_datetime(df[self.date_column].iloc[file_rows], errors="coerce")
             bad = np.flatnonzero(dates.isna().to_numpy())
             if bad.size:
-                raise SpecError(f"date column {self.date_column!r} of {where} has missing or "
+                raise TaskError(f"date column {self.date_column!r} of {where} has missing or "
                                 f"unparseable dates in rows {_rows(file_rows[bad])}")
             steps = np.flatnonzero(np.diff(dates.to_numpy()) < np.timedelta64(0))
             if steps.size:
-                raise SpecError(f"{where} is not in chronological order: date column "
+                raise TaskError(f"{where} is not in chronological order: date column "
                                 f"{self.date_column!r} decreases after rows {_rows(file_rows[steps])}")
             self.dates = dates.to_numpy()
         self.values, self.file_rows = values, file_rows
         self._split_rows()
-        train = values[slice(*self.split_bounds["train"])]
-        self.mean, self.std = train.mean(axis=0), train.std(axis=0)
-        flat = np.flatnonzero(self.std == 0)
+        self.mean, self.std, self.scaled = self._standardise(where)
+
+    def _standardise(self, where):
+        """``(mean, std, scaled float32 series)`` from the training rows; a :class:`TaskError`
+        naming the column and row where the statistics overflow float64, a column is constant,
+        or a standardised value (any split) overflows float32."""
+        lo, hi = self.split_bounds["train"]
+        train = self.values[lo:hi]
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, std = train.mean(axis=0), train.std(axis=0)
+            scaled = (self.values - mean) / std
+        for j, col in enumerate(self.target_columns):
+            if not (np.isfinite(mean[j]) and np.isfinite(std[j])):
+                i = lo + int(np.argmax(np.abs(train[:, j])))
+                raise TaskError(f"{where}: standardising target column {col!r} overflows float64 "
+                                f"(training mean {mean[j]:g}, std {std[j]:g}); its largest training "
+                                f"value is {self.values[i, j]:g} in row {self.file_rows[i]} (0-based, "
+                                f"header excluded): rescale the column")
+        flat = np.flatnonzero(std == 0)
         if flat.size:
-            raise SpecError(f"target column(s) {[self.target_columns[j] for j in flat]} of {where} "
+            raise TaskError(f"target column(s) {[self.target_columns[j] for j in flat]} of {where} "
                             f"are constant over the training rows: cannot standardise")
-        self.scaled = ((values - self.mean) / self.std).astype(np.float32)
+        big = np.abs(scaled) > np.finfo(np.float32).max
+        for j, col in enumerate(self.target_columns):
+            rows = np.flatnonzero(big[:, j])
+            if rows.size:
+                i = int(rows[0])
+                split = next(s for s, (a, b) in self.split_bounds.items() if a <= i < b)
+                raise TaskError(f"{where}: target column {col!r} has {rows.size} value(s) beyond the "
+                                f"float32 range once standardised with the training mean {mean[j]:g} "
+                                f"and std {std[j]:g}, the first {self.values[i, j]:g} in row "
+                                f"{self.file_rows[i]} ({split} split; 0-based, header excluded): "
+                                f"rescale the column")
+        return mean, std, scaled.astype(np.float32)
 
     def _split_rows(self):
         n, window = len(self.values), self.context_length + self.horizon
@@ -209,7 +253,7 @@ class CSVSeriesTask(Task):
         self.split_bounds = {s: (cuts[i], cuts[i + 1]) for i, s in enumerate(SPLITS)}
         for s, (lo, hi) in self.split_bounds.items():
             if hi - lo < window:
-                raise SpecError(
+                raise TaskError(
                     f"the {s} split of data file {str(self.resolved_path)!r} has {hi - lo} rows "
                     f"(rows {lo}..{hi - 1} of {n}, split {self.split}) but one window needs "
                     f"context_length + horizon = {self.context_length} + {self.horizon} = {window} rows")
@@ -252,18 +296,19 @@ class CSVSeriesTask(Task):
         Returns the :meth:`series` dict for its ``C + H`` rows plus ``x [C + H]``; the
         first ``context_length`` rows are the context, the rest the targets.
         """
-        start, size = int(start), self.context_length + self.horizon
-        if not 0 <= start <= len(self.values) - size:
-            raise SpecError(f"window start {start} out of range [0, {len(self.values) - size}]")
-        return {**self._raw(start, start + size), "x": self.x}
+        size = self.context_length + self.horizon
+        if isinstance(start, bool) or not isinstance(start, (int, np.integer)) \
+                or not 0 <= start <= len(self.values) - size:
+            raise TaskError(f"window start {start} out of range [0, {len(self.values) - size}]")
+        return {**self._raw(int(start), int(start) + size), "x": self.x}
 
     def _raw(self, lo, hi):
         return {"index": np.arange(lo, hi, dtype=np.int64), "file_rows": self.file_rows[lo:hi],
                 "dates": None if self.dates is None else self.dates[lo:hi], "y": self.values[lo:hi]}
 
     def _bounds(self, split):
-        if split not in self.split_bounds:
-            raise SpecError(f"split must be one of {list(SPLITS)}, got {split!r}")
+        if not (isinstance(split, str) and split in self.split_bounds):
+            raise TaskError(f"split must be one of {list(SPLITS)}, got {split!r}")
         return self.split_bounds[split]
 
     # ------------------------------------------------------------------ data
@@ -274,9 +319,7 @@ class CSVSeriesTask(Task):
         import tensorflow as tf
 
         lo, hi = self._bounds(split)
-        batch_size = _positive_int("batch_size", batch_size)
-        if num_batches is not None and (isinstance(num_batches, bool) or int(num_batches) < 0):
-            raise SpecError(f"num_batches must be None or a non-negative integer, got {num_batches!r}")
+        dataset_args(batch_size, num_batches, start, seed)
         c, h = self.context_length, self.horizon
         series = tf.constant(self.scaled)
         x = tf.constant(self.x)[None, :, None]
@@ -307,14 +350,13 @@ class CSVSeriesTask(Task):
 
 
 def _check_split(split):
-    try:
-        ratios = [float(r) for r in split]
-    except (TypeError, ValueError):
-        raise SpecError(f"split must be three ratios (train, val, test), got {split!r}") from None
-    if len(ratios) != 3 or min(ratios) <= 0 or abs(sum(ratios) - 1.0) > 1e-6:
-        raise SpecError(f"split must be three positive ratios (train, val, test) summing to 1, "
-                        f"got {split!r}")
-    return tuple(ratios)
+    ratios = list(split) if isinstance(split, (list, tuple)) else None
+    if not (ratios and len(ratios) == 3 and all(isinstance(r, (int, float)) and not isinstance(r, bool)
+                                                and math.isfinite(r) and r > 0 for r in ratios)
+            and abs(sum(ratios) - 1.0) <= 1e-6):
+        raise TaskError(f"csv task: split must be three positive ratios (train, val, test) summing "
+                        f"to 1, got {split!r}")
+    return tuple(float(r) for r in ratios)
 
 
 #: ETTh1 (Zhou et al. 2021): hourly, 17,420 rows; target oil temperature OT.

@@ -13,7 +13,7 @@ The network emits raw tensors; only these objects touch tensorflow-probability
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from taylorformer.errors import SpecError
+from taylorformer.spec import check_int, check_number
 from taylorformer.hookspecs import hookimpl
 
 tfd = tfp.distributions
@@ -26,10 +26,11 @@ def _positive(raw, floor):
 class Normal:
     """Heteroscedastic Gaussian: scale = min_scale + softplus(raw)."""
 
+    #: the registry name in option errors
+    component_name = "normal"
+
     def __init__(self, min_scale=1e-3):
-        if not min_scale >= 0:
-            raise SpecError(f"normal likelihood: min_scale must be >= 0, got {min_scale!r}")
-        self.min_scale = float(min_scale)
+        self.min_scale = check_number(f"{self.component_name} likelihood", "min_scale", min_scale, low=0)
 
     def num_params(self, dim_y):
         return 2 * dim_y
@@ -49,6 +50,8 @@ class Normal:
 class StudentT(Normal):
     """Heavy-tailed Student-t: df = 2 + softplus(raw) (finite variance), floored scale."""
 
+    component_name = "student-t"
+
     def num_params(self, dim_y):
         return 3 * dim_y
 
@@ -65,9 +68,8 @@ class Mixture:
     """Mixture of ``components`` Gaussians per output dimension."""
 
     def __init__(self, components=3, min_scale=1e-3):
-        if int(components) < 1:
-            raise SpecError(f"mixture likelihood: components must be >= 1, got {components!r}")
-        self.components, self.min_scale = int(components), float(min_scale)
+        self.components = check_int("mixture likelihood", "components", components)
+        self.min_scale = check_number("mixture likelihood", "min_scale", min_scale, low=0)
 
     def num_params(self, dim_y):
         return 3 * self.components * dim_y

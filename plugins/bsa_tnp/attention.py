@@ -61,6 +61,7 @@ import tensorflow as tf
 
 from taylorformer.attention import Attention
 from taylorformer.errors import SpecError
+from taylorformer.spec import check_bool, check_number
 
 from .geometry import chord_to_geodesic_sq, pair_sq_dist, unit_vectors
 
@@ -180,12 +181,13 @@ class BiasedAttention(Attention):
                  b_init="spread", position_gradients=False, **kwargs):
         super().__init__(output_dim, num_heads=num_heads, head_dim=head_dim,
                          tile_size=tile_size, **kwargs)
-        if not (b_init == "spread" or (isinstance(b_init, (int, float)) and not isinstance(b_init, bool)
-                                       and b_init > 0)):
-            raise SpecError(f"biased attention: b_init must be 'spread' or a positive number, got {b_init!r}")
+        if b_init != "spread":
+            if isinstance(b_init, str):
+                raise SpecError(f"biased attention: b_init must be 'spread' or a positive number, got {b_init!r}")
+            b_init = check_number("biased attention", "b_init ('spread' or a number)", b_init, low=0, low_open=True)
         self.groups = normalize_groups(groups)
-        self.b_init = b_init if b_init == "spread" else float(b_init)
-        self.position_gradients = bool(position_gradients)
+        self.b_init = b_init
+        self.position_gradients = check_bool("biased attention", "position_gradients", position_gradients)
         self.scale = 1.0 / math.sqrt(head_dim)
 
     # ------------------------------------------------------------------ the contract

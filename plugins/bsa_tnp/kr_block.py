@@ -46,6 +46,7 @@ values) or geodesic distances, which centring in lat/lon would corrupt.
 import tensorflow as tf
 
 from taylorformer.errors import BatchError, SpecError
+from taylorformer.spec import check_bool, check_choice, check_int
 from taylorformer.plugins.tnp.encoders import TransformerEncoder
 
 from .attention import required_position_dim
@@ -57,17 +58,18 @@ SPACE_TIME = (("sc", "st"), ("tc", "tt"))
 class KRBlockEncoder(TransformerEncoder):
     """BSA-TNP encoder: embedding MLP, a stack of KRBlocks with biased attention."""
 
+    component_name = "kr-block"
+
     def __init__(self, dim_x, dim_y, attention="biased", layers=6, width=64, num_heads=4,
                  head_dim=32, ffn_width=256, embed_widths=(256, 128), positions="auto",
                  position_dim=None, embed_positions=False, **kwargs):
         super().__init__(dim_x, dim_y, attention=attention, layers=layers, width=width,
                          num_heads=num_heads, head_dim=head_dim, ffn_width=ffn_width,
                          embed_x=False, embed_widths=embed_widths, **kwargs)
-        if positions not in POSITION_MODES:
-            raise SpecError(f"kr-block encoder: positions must be one of {POSITION_MODES}, got {positions!r}")
-        if position_dim is not None and not (isinstance(position_dim, int) and position_dim >= 1):
-            raise SpecError(f"kr-block encoder: position_dim must be None or an int >= 1, got {position_dim!r}")
-        self.positions_mode, self.embed_positions = positions, bool(embed_positions)
+        check_choice("kr-block encoder", "positions", positions, POSITION_MODES)
+        position_dim = check_int("kr-block encoder", "position_dim", position_dim, optional=True)
+        self.positions_mode = positions
+        self.embed_positions = check_bool("kr-block encoder", "embed_positions", embed_positions)
         if position_dim is None and self.attention_spec.get("name") in ("biased", "biased-attention"):
             position_dim = required_position_dim(self.attention_spec.get("groups"))
         self.position_dim = position_dim

@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from taylorformer import components
 from taylorformer.errors import SpecError
+from taylorformer.spec import check_int, check_number
 
 STREAMS = ("x", "xy")
 
@@ -103,10 +104,18 @@ class TaylorformerEncoder(keras.layers.Layer):
         if not streams or any(s not in STREAMS for s in streams) or len(set(streams)) != len(streams):
             raise SpecError(f"taylorformer encoder: streams must be a non-empty subset of {list(STREAMS)}, "
                             f"got {streams!r}")
-        if not isinstance(layers, int) or layers < 1:
-            raise SpecError(f"taylorformer encoder: layers must be an int >= 1, got {layers!r}")
+        owner = "taylorformer encoder"
+        layers, width, num_heads, head_dim = (check_int(owner, k, v) for k, v in (
+            ("layers", layers), ("width", width), ("num_heads", num_heads), ("head_dim", head_dim)))
+        ffn_width = check_int(owner, "ffn_width", ffn_width, optional=True)
+        tile_size = check_int(owner, "tile_size", tile_size, optional=True)
+        enc_dim = check_int(owner, "enc_dim", enc_dim, minimum=0)
         if enc_dim % (2 * dim_x):
-            raise SpecError(f"taylorformer encoder: enc_dim ({enc_dim}) must be a multiple of 2 * dim_x")
+            raise SpecError(f"taylorformer encoder: enc_dim ({enc_dim}) must be a multiple of 2 * dim_x "
+                            f"(dim_x = {dim_x})")
+        min_wavelength = check_number(owner, "min_wavelength", min_wavelength, low=0, low_open=True)
+        max_wavelength = check_number(owner, "max_wavelength", max_wavelength, low=min_wavelength)
+        dropout = check_number(owner, "dropout", dropout, low=0, high=1, high_open=True)
         self.dim_x, self.dim_y, self.streams, self.num_layers = dim_x, dim_y, streams, layers
         self.width, self.num_heads, self.head_dim = width, num_heads, head_dim
         self.ffn_width = ffn_width or width

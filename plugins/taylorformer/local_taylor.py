@@ -79,6 +79,7 @@ import dataclasses
 import tensorflow as tf
 
 from taylorformer.errors import SpecError
+from taylorformer.spec import check_choice, check_int, check_number
 
 _BIG = 3.0e38
 GROUPS = ("x", "seen", "own")
@@ -207,19 +208,16 @@ class LocalTaylor:
     """
 
     def __init__(self, dim_x, dim_y, p=0, q=1, k=1, max_slope=200.0, min_dx=1e-6, min_sin=0.5):
-        if p not in (0, 1) or isinstance(p, bool):
-            raise SpecError(f"local-taylor: p (order of the Taylor term in the mean) must be 0 or 1, got {p!r}")
-        if q not in (0, 1) or isinstance(q, bool):
-            raise SpecError(f"local-taylor: q (order of the Taylor features) must be 0 or 1, got {q!r}")
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise SpecError(f"local-taylor: k (slope estimates to average) must be an int >= 1, got {k!r}")
+        owner = "local-taylor wrapper"
+        self.p = int(check_choice(owner, "p", p, (0, 1)))
+        self.q = int(check_choice(owner, "q", q, (0, 1)))
+        self.k = check_int(owner, "k", k)
         if dim_x not in (1, 2):
             raise SpecError(f"local-taylor supports 1-D and 2-D inputs, got dim_x={dim_x}")
-        if not (max_slope > 0 and min_dx >= 0 and 0 <= min_sin < 1):
-            raise SpecError("local-taylor: needs max_slope > 0, min_dx >= 0 and 0 <= min_sin < 1")
         self.dim_x, self.dim_y = dim_x, dim_y
-        self.p, self.q, self.k = p, q, k
-        self.max_slope, self.min_dx, self.min_sin = float(max_slope), float(min_dx), float(min_sin)
+        self.max_slope = check_number(owner, "max_slope", max_slope, low=0, low_open=True)
+        self.min_dx = check_number(owner, "min_dx", min_dx, low=0)
+        self.min_sin = check_number(owner, "min_sin", min_sin, low=0, high=1, high_open=True)
 
     @property
     def num_neighbours(self):

@@ -59,6 +59,7 @@ import tensorflow as tf
 
 from taylorformer.attention import Attention
 from taylorformer.errors import SpecError
+from taylorformer.spec import check_bool, check_choice, check_int, check_number
 from taylorformer.tf_compat import in_xla_context
 
 FORMS = ("post", "pre")
@@ -130,22 +131,23 @@ class TEAttention(Attention):
                  kernel_dtype=None, skip_masked_pairs=True, **kwargs):
         super().__init__(output_dim, num_heads=num_heads, head_dim=head_dim,
                          tile_size=tile_size, **kwargs)
+        owner = "te attention"
         for name, value, allowed in (("form", form, FORMS), ("relative", relative, RELATIVE_FUNCTIONS),
-                                     ("distance", distance, DISTANCES)):
-            if value not in allowed:
-                raise SpecError(f"te attention: {name} must be one of {allowed}, got {value!r}")
+                                     ("distance", distance, DISTANCES),
+                                     ("kernel_dtype", kernel_dtype, (None, "float32", "bfloat16", "float16"))):
+            check_choice(owner, name, value, allowed)
         if form == "post" and relative != "mlp":
             raise SpecError("te attention: form='post' always uses an MLP of [dots, rel]; "
                             f"relative={relative!r} needs form='pre'")
         self.form, self.relative, self.distance = form, relative, distance
-        self.kernel_width, self.kernel_layers = kernel_width, kernel_layers
-        self.rbf_lengthscale = float(rbf_lengthscale)
-        self.location_update, self.phi_width, self.phi_layers = bool(location_update), phi_width, phi_layers
-        if kernel_dtype not in (None, "float32", "bfloat16", "float16"):
-            raise SpecError(f"te attention: kernel_dtype must be None, 'float32', 'bfloat16' or "
-                            f"'float16', got {kernel_dtype!r}")
+        self.kernel_width = check_int(owner, "kernel_width", kernel_width)
+        self.kernel_layers = check_int(owner, "kernel_layers", kernel_layers, minimum=0)
+        self.rbf_lengthscale = check_number(owner, "rbf_lengthscale", rbf_lengthscale, low=0, low_open=True)
+        self.location_update = check_bool(owner, "location_update", location_update)
+        self.phi_width = check_int(owner, "phi_width", phi_width)
+        self.phi_layers = check_int(owner, "phi_layers", phi_layers, minimum=0)
         self.kernel_dtype = kernel_dtype
-        self.skip_masked_pairs = bool(skip_masked_pairs)
+        self.skip_masked_pairs = check_bool(owner, "skip_masked_pairs", skip_masked_pairs)
         self.updates_positions = self.location_update
         self.scale = 1.0 / math.sqrt(head_dim)
         self.kernel = (PairMLP(num_heads, kernel_width, kernel_layers, name="kernel")

@@ -32,8 +32,8 @@ import keras
 import tensorflow as tf
 
 from taylorformer import attention_executor, components
-from taylorformer.errors import SpecError
 from taylorformer.layers import MLP, masked_mean
+from taylorformer.spec import check_choice, check_int
 
 STYLES = ("ist", "perceiver")
 INITS = ("mean", "attention")
@@ -45,12 +45,13 @@ class PseudoTokenEncoder(keras.layers.Layer):
     def __init__(self, dim_x, dim_y, attention="te", num_pseudo=32, style="ist", init="mean",
                  layers=5, width=128, num_heads=8, head_dim=16, ffn_width=None, **kwargs):
         super().__init__(**kwargs)
-        if style not in STYLES:
-            raise SpecError(f"pseudo-token encoder: style must be one of {STYLES}, got {style!r}")
-        if init not in INITS:
-            raise SpecError(f"pseudo-token encoder: init must be one of {INITS}, got {init!r}")
-        if not (isinstance(num_pseudo, int) and num_pseudo >= 1):
-            raise SpecError(f"pseudo-token encoder: num_pseudo must be an int >= 1, got {num_pseudo!r}")
+        owner = "pseudo-token encoder"
+        check_choice(owner, "style", style, STYLES)
+        check_choice(owner, "init", init, INITS)
+        num_pseudo, layers, width, num_heads, head_dim = (check_int(owner, k, v) for k, v in (
+            ("num_pseudo", num_pseudo), ("layers", layers), ("width", width), ("num_heads", num_heads),
+            ("head_dim", head_dim)))
+        ffn_width = check_int(owner, "ffn_width", ffn_width, optional=True)
         self.dim_x, self.dim_y, self.num_pseudo, self.style, self.init = (
             dim_x, dim_y, num_pseudo, style, init)
         self.num_layers, self.width, self.num_heads, self.head_dim = layers, width, num_heads, head_dim

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from taylorformer import components
 from taylorformer.layers import MLP
+from taylorformer.spec import check_int, check_number
 
 
 def tnpa_pair_mask(nc, nt):
@@ -36,6 +37,10 @@ class TNPAEncoder(keras.layers.Layer):
                  head_dim=16, ffn_width=128, dropout=0.0, **kwargs):
         kwargs.setdefault("autocast", False)  # the batch stays float32; Dense sublayers autocast
         super().__init__(**kwargs)
+        layers, width, num_heads, head_dim, ffn_width = (check_int("tnp-a encoder", k, v) for k, v in (
+            ("layers", layers), ("width", width), ("num_heads", num_heads), ("head_dim", head_dim),
+            ("ffn_width", ffn_width)))
+        dropout = check_number("tnp-a encoder", "dropout", dropout, low=0, high=1, high_open=True)
         self.dim_x, self.dim_y, self.num_layers, self.width = dim_x, dim_y, layers, width
         self.num_heads, self.head_dim, self.ffn_width, self.dropout = num_heads, head_dim, ffn_width, dropout
         self.attention_spec = components.normalize(attention, "encoder.attention")

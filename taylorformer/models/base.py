@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from taylorformer import components, registry
 from taylorformer.batch import validate_batch, with_masks
+from taylorformer.errors import SpecError
 from taylorformer.layers import MLP
 from taylorformer.models.fitting import FitMixin
 from taylorformer.spec import resolve_spec
@@ -112,7 +113,13 @@ class NeuralProcess(FitMixin, keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls.from_spec(resolve_spec(config["spec"]), name=config.get("name"))
+        """The model of a saved config. Its ``spec`` must be the spec dict itself: a string
+        (a preset name or a path) is refused, so loading a file never reads another one."""
+        spec = config.get("spec") if isinstance(config, dict) else None
+        if not isinstance(spec, dict):
+            raise SpecError(f"{cls.__name__} config: 'spec' must be the model's spec dict, got "
+                            f"{type(spec).__name__} {spec!r:.80}; a saved spec is data, never a path")
+        return cls.from_spec(resolve_spec(spec), name=config.get("name"))
 
     def get_build_config(self):
         return {"dim_x": self.dim_x, "dim_y": self.dim_y}

@@ -1,11 +1,60 @@
-"""The ``taylorformer`` command line: plugins, train, evaluate, plot."""
+"""The ``taylorformer`` command line: plugins, train, evaluate, plot.
+
+A library error (and a bad file or value given by the user) is one line ``error: ...`` on
+stderr with exit code 2, as is a bad argument; any other exception is one line with exit
+code 1. ``--debug`` (before or after the subcommand) shows the traceback instead.
+"""
 import argparse
 import json
 import math
 import sys
+import traceback
 
 from taylorformer import registry
 from taylorformer.errors import SpecError, TaylorformerError
+
+#: exceptions that mean bad user input (exit code 2); anything else is a bug (exit code 1)
+USER_ERRORS = (TaylorformerError, OSError, ValueError)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage block)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text):
+    """``text`` with its lines joined by spaces."""
+    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def _number(parse, allowed, ok):
+    """An argparse type: ``parse(text)`` when ``ok`` of it, else an error saying ``allowed``."""
+    def convert(text):
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text!r}")
+        return value
+    return convert
+
+
+positive_int = _number(int, "a positive int", lambda v: v > 0)
+non_negative_int = _number(int, "an int >= 0", lambda v: v >= 0)
+positive_float = _number(float, "a finite number > 0", lambda v: math.isfinite(v) and v > 0)
+
+
+def dtype_policy(text):
+    """An argparse type: a Keras dtype policy name (:data:`taylorformer.spec.DTYPE_POLICIES`)."""
+    from taylorformer.spec import check_dtype_policy
+
+    try:
+        return check_dtype_policy("--dtype-policy", "policy", text)
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
 
 
 def _cmd_plugins(args):
@@ -42,7 +91,7 @@ def _json_arg(text, what):
     if text.endswith((".json", ".yaml", ".yml")):
         from taylorformer.spec import load_spec_file
 
-        return load_spec_file(text)
+        return load_spec_file(text, what=f"{what} file")
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -80,7 +129,7 @@ def _cmd_train(args):
     if args.resume:
         # a resumed run keeps its saved config; only an explicit --steps extends it
         trainer = training.train(resume=args.resume, verbose=verbose,
-                                 **({"steps": args.steps} if args.steps else {}))
+                                 **({"steps": args.steps} if args.steps is not None else {}))
     else:
         options = {k: v for k, v in options.items() if v is not None}
         trainer = training.train(model=args.model, task=args.task,
@@ -127,16 +176,25 @@ def _cmd_plot(args):
 def build_parser():
     from taylorformer import __version__
 
-    parser = argparse.ArgumentParser(prog="taylorformer", description=__doc__)
+    parser = _Parser(prog="taylorformer", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"taylorformer {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command")
+    # --debug after the subcommand too (SUPPRESS: absent there, the top-level value stands)
+    debug = _Parser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the traceback of an error")
 
-    p = sub.add_parser("plugins", help="list registered components and failed plugins")
+    def command(name, **kwargs):
+        return sub.add_parser(name, parents=[debug], **kwargs)
+
+    p = command("plugins", help="list registered components and failed plugins")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--kind", choices=sorted(registry.hookspecs.KINDS), help="only this kind")
     p.set_defaults(func=_cmd_plugins)
 
-    p = sub.add_parser(
+    p = command(
         "train", help="train a model on a task (no arguments: the demo job)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Train with Keras model.fit into a run directory: spec.json, config.json, "
@@ -149,59 +207,60 @@ def build_parser():
     p.add_argument("--model", default="tnp-d", help="preset name or JSON/YAML spec file")
     p.add_argument("--task", default="gp", help="registered task name")
     p.add_argument("--task-config", help="task options as JSON, or a JSON/YAML file")
-    p.add_argument("--steps", type=int, help="training steps (default 2000)")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--lr", type=float, help="peak learning rate (default 1e-3)")
+    p.add_argument("--steps", type=positive_int, help="training steps (default 2000)")
+    p.add_argument("--batch-size", type=positive_int)
+    p.add_argument("--lr", type=positive_float, help="peak learning rate (default 1e-3)")
     p.add_argument("--schedule", choices=["constant", "cosine"],
                    help="learning-rate schedule after the warm-up (default cosine)")
-    p.add_argument("--warmup-steps", type=int, help="linear learning-rate warm-up (default: 5%% of the steps)")
+    p.add_argument("--warmup-steps", type=non_negative_int, help="linear learning-rate warm-up (default: 5%% of the steps)")
     p.add_argument("--seed", type=int)
     p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
                    help="compile the train step with XLA (default: on)")
-    p.add_argument("--dtype-policy", help="Keras dtype policy, e.g. mixed_bfloat16")
+    p.add_argument("--dtype-policy", type=dtype_policy, help="Keras dtype policy, e.g. mixed_bfloat16")
     p.add_argument("--strategy", choices=["default", "mirrored", "multi-worker"],
                    help="tf.distribute: one device, this machine's devices, or a TF_CONFIG cluster")
     p.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=None,
                    help="write TensorBoard logs into RUN_DIR/tensorboard (default: on)")
-    p.add_argument("--val-every", type=int)
-    p.add_argument("--val-batches", type=int)
-    p.add_argument("--checkpoint-every", type=int)
-    p.add_argument("--time-budget", type=float, metavar="SECONDS",
+    p.add_argument("--val-every", type=positive_int)
+    p.add_argument("--val-batches", type=positive_int)
+    p.add_argument("--checkpoint-every", type=positive_int)
+    p.add_argument("--time-budget", type=positive_float, metavar="SECONDS",
                    help="stop after this much training wall time (equal-CPU-budget comparisons)")
-    p.add_argument("--num-permutations", type=int,
+    p.add_argument("--num-permutations", type=non_negative_int,
                    help="autoregressive models: random target orders per task and step")
     p.add_argument("--nan-policy", choices=["stop", "skip"],
                    help="non-finite loss: stop (default, checkpoints untouched) or skip the step")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its latest checkpoint")
-    p.add_argument("--eval-batches", type=int, default=None, help="test batches after training")
+    p.add_argument("--eval-batches", type=positive_int, default=None, help="test batches after training")
     p.add_argument("--out", help="run directory (default runs/MODEL-TASK-TIME)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation and plot")
     p.set_defaults(func=_cmd_train)
 
     for name, func, text in (("evaluate", _cmd_evaluate, "evaluate a run; prints JSON"),
                              ("plot", _cmd_plot, "plot a run's predictions to PNG")):
-        p = sub.add_parser(name, help=text)
+        p = command(name, help=text)
         p.add_argument("run_dir")
         p.add_argument("--task", help="task name (default: the run's task)")
         p.add_argument("--task-config", help="task options as JSON, or a JSON/YAML file")
         p.add_argument("--checkpoint", choices=["best", "model"], default="best")
         if name == "evaluate":
-            p.add_argument("--batches", type=int, default=None)
+            p.add_argument("--batches", type=positive_int, default=None)
             p.add_argument("--split", choices=["val", "test"], default="test")
-            p.add_argument("--batch-size", type=int, default=16)
-            p.add_argument("--samples", type=int, default=0,
+            p.add_argument("--batch-size", type=positive_int, default=16)
+            p.add_argument("--samples", type=non_negative_int, default=0,
                            help="autoregressive models: multi-step sampled forecast metrics")
-            p.add_argument("--consistency", type=int, default=0, metavar="K",
+            p.add_argument("--consistency", type=non_negative_int, default=0, metavar="K",
                            help="autoregressive models: std of the log-lik over K target orders")
         else:
             p.add_argument("--out", help="PNG path (default RUN_DIR/predictions.png)")
-            p.add_argument("--num-tasks", type=int, default=4)
-            p.add_argument("--samples", type=int, default=0, help="sample paths to draw")
+            p.add_argument("--num-tasks", type=positive_int, default=4)
+            p.add_argument("--samples", type=non_negative_int, default=0, help="sample paths to draw")
         p.set_defaults(func=func)
     return parser
 
 
 def main(argv=None):
+    """Run the command line; returns the exit code (argparse exits 2 on a bad argument)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -209,9 +268,19 @@ def main(argv=None):
         return 0
     try:
         return args.func(args)
-    except (TaylorformerError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the command line's last resort: one line, no traceback
+        if args.debug:
+            traceback.print_exc()
+        user = isinstance(exc, USER_ERRORS)
+        message = one_line(exc) or type(exc).__name__
+        if not user:
+            message = (f"unexpected {type(exc).__name__}: {message} (rerun with --debug for the "
+                       "traceback)")
+        print(f"error: {message}", file=sys.stderr)
+        return 2 if user else 1
 
 
 if __name__ == "__main__":

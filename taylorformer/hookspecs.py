@@ -4,10 +4,14 @@ Each hook receives a ``register`` callback::
 
     register(name, obj, *, description=None, aliases=(), override=False)
 
-``name`` is the registry name (lower-case, dashes), ``obj`` the component (a Keras
-layer class, a task class, a preset spec dict, ...), ``description`` a one-line
-summary (defaults to the first docstring line), ``aliases`` extra names, and
-``override=True`` replaces a component of the same name from another plugin.
+``name`` is the registry name (lower-case, dashes), ``obj`` the component (a class for
+attention, encoder, wrapper and likelihood; a class or a ``functools.partial`` of one
+for a task; a spec dict for a model preset), ``description`` a one-line summary
+(defaults to the first docstring line), ``aliases`` a list of extra names, and
+``override=True`` replaces the component another plugin registered under that
+canonical name. Names and aliases share one namespace per kind: one that is already
+taken is a conflict that rejects the plugin. A plugin loads all or nothing: a rejected
+registration or any exception in its import or hooks leaves the registry unchanged.
 The protocol each kind must follow is documented in ``docs/plugins.md``.
 """
 import pluggy

@@ -88,7 +88,8 @@ def _positive_int(name, value):
 
 def _names(field, value, allow_one=True):
     """List of column names (str; ints are read as their text) from a list, or one name."""
-    names = [value] if allow_one and isinstance(value, (str, int)) and not isinstance(value, bool) else value
+    one = isinstance(value, (str, int)) and not isinstance(value, bool)
+    names = [value] if allow_one and one else value
     if not (isinstance(names, (list, tuple))
             and all(isinstance(c, (str, int)) and not isinstance(c, bool) for c in names)):
         raise TaskError(f"csv task: {field} must be {'a column name or ' if allow_one else ''}a list of "
@@ -131,7 +132,10 @@ class CSVSeriesTask(Task):
         self.split = _check_split(split)
         self.path = str(path)
         self.column_names = None if column_names is None else _names("column_names", column_names, False)
-        self.date_column = None if date_column is None else _names("date_column", date_column)[0]
+        if not (date_column is None or isinstance(date_column, str)
+                or (isinstance(date_column, int) and not isinstance(date_column, bool))):
+            raise TaskError(f"csv task: date_column must be None or one column name, got {date_column!r}")
+        self.date_column = None if date_column is None else str(date_column)
         if target_columns is None:
             raise TaskError(f"csv task on {self.path!r} needs target_columns= (one or more columns)")
         self.target_columns = _names("target_columns", target_columns)
@@ -157,12 +161,15 @@ class CSVSeriesTask(Task):
                                 f"{len(self.column_names)}: {self.column_names}")
             df.columns = self.column_names
         df.columns = [str(c) for c in df.columns]
-        wanted = self.target_columns + ([self.date_column] if self.date_column else [])
-        for col in wanted:
+        wanted = [(c, "target_columns") for c in self.target_columns] + (
+            [(self.date_column, "date_column")] if self.date_column else [])
+        for col, key in wanted:
             if col not in df.columns:
                 close = close_matches(col, df.columns)
                 hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-                raise TaskError(f"{where} has no column {col!r}{hint} Columns: {list(df.columns)}")
+                raise TaskError(f"{where} has no column {col!r}{hint} Columns: {list(df.columns)} "
+                                f"(check {key}" + (", and column_names if the file has no header row)"
+                                                   if self.column_names is None else ")"))
         if self.date_column in self.target_columns:
             raise TaskError(f"column {self.date_column!r} is both the date column and a target")
         values = np.empty((len(df), self.dim_y), np.float64)
@@ -202,12 +209,12 @@ class CSVSeriesTask(Task):
             dates = pd.to_datetime(df[self.date_column].iloc[file_rows], errors="coerce")
             bad = np.flatnonzero(dates.isna().to_numpy())
             if bad.size:
-                raise TaskError(f"date column {self.date_column!r} of {where} has missing or "
+                raise TaskError(f"date column {self.date_column!r} (date_column) of {where} has missing or "
                                 f"unparseable dates in rows {_rows(file_rows[bad])}")
             steps = np.flatnonzero(np.diff(dates.to_numpy()) < np.timedelta64(0))
             if steps.size:
                 raise TaskError(f"{where} is not in chronological order: date column "
-                                f"{self.date_column!r} decreases after rows {_rows(file_rows[steps])}")
+                                f"{self.date_column!r} (date_column) decreases after rows {_rows(file_rows[steps])}")
             self.dates = dates.to_numpy()
         self.values, self.file_rows = values, file_rows
         self._split_rows()

@@ -168,7 +168,8 @@ class GPTask(Task):
         for nc in self.num_context:  # Nt bounds are linear in Nc: checking the ends suffices
             if self._target_bounds(nc)[0] > self._target_bounds(nc)[1]:
                 raise TaskError(f"{owner}: no Nt fits num_target={list(self.num_target)} and "
-                                f"num_total={list(self.num_total)} when Nc = {nc}")
+                                f"num_total={list(self.num_total)} when Nc = {nc} "
+                                f"(num_context={list(self.num_context)})")
         self.max_target = self._target_bounds(self.num_context[0])[1]
         self.context_box = input_box("context_range", context_range, dim_x, owner=owner)
         self.target_box = self.context_box if target_range is None else input_box(

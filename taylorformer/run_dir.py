@@ -29,7 +29,8 @@ Guarantees:
   checkpoint is written into a ``mkdtemp`` directory, its files and the directory fsynced,
   renamed to ``step-N`` (the ``checkpoints`` directory fsynced), and only then does
   ``latest`` move to it: killing a run at any moment leaves the previous or the new
-  checkpoint, never a corrupt one named by ``latest``.
+  checkpoint, never a corrupt one named by ``latest``. Temp files a killed writer left
+  behind (``.tmp-*``) are removed by the next run that opens the directory.
 * **Only this run's checkpoints.** ``latest`` must hold a plain ``step-NNNNNNNN`` name of a
   directory (not a symlink) under ``RUN_DIR/checkpoints``; anything else is refused with an
   error naming the ``latest`` file. Pruning deletes only ``step-N`` directories older than
@@ -80,6 +81,14 @@ def _fsync_file(path):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _remove(path):
+    """Delete a file, symlink (never its target) or directory tree."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
 
 
 def atomic_write_text(path, text):
@@ -154,7 +163,8 @@ class RunDirectory:
     @contextlib.contextmanager
     def open_run(self, resume=False):
         """Lock the directory (created if missing) for one training run; a new run
-        (``resume=False``) needs a directory that holds no run."""
+        (``resume=False``) needs a directory that holds no run. Temp files left by a
+        killed writer (``.tmp-*``) are removed."""
         if os.path.lexists(self.path) and not os.path.isdir(self.path):
             raise RunDirectoryError(f"--out {self.path} is an existing file, not a directory; "
                                     "name a new or empty directory")
@@ -165,6 +175,10 @@ class RunDirectory:
                 raise RunDirectoryError(
                     f"{self.path} already holds a run ({', '.join(found)}); continue it with "
                     f"--resume {self.path}, or train into another --out")
+            for directory in (self.path, self.file(CHECKPOINT_DIR)):
+                for name in os.listdir(directory) if os.path.isdir(directory) else ():
+                    if name.startswith(".tmp-"):
+                        _remove(os.path.join(directory, name))
             yield self
 
     # ------------------------------------------------------------------ spec and config
@@ -308,10 +322,8 @@ class RunDirectory:
                 _fsync_file(os.path.join(tmp, entry))
             _fsync_dir(tmp)
             os.chmod(tmp, 0o777 & ~_UMASK)
-            if os.path.isdir(final) and not os.path.islink(final):
-                shutil.rmtree(final)  # left over from before a resume fell back past it
-            elif os.path.lexists(final):
-                os.unlink(final)
+            if os.path.lexists(final):  # left over from before a resume fell back past it
+                _remove(final)
             os.replace(tmp, final)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from taylorformer import training
+from taylorformer.errors import RunDirectoryError
+from taylorformer.run_dir import RunDirectory
 from taylorformer.task import make_task
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
@@ -64,6 +66,7 @@ def test_non_finite_loss_stops_and_leaves_checkpoints_untouched(tmp_path):
     out = tmp_path / "run"
     trainer = training.train(TINY, "gp", TASK, out_dir=str(out), steps=10, **COMMON)
     snapshot = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "metrics.csv"}
+    assert not [p for p in snapshot if ".tmp" in str(p.relative_to(out))]  # no temp file left
     with pytest.raises(FloatingPointError, match="checkpoints .* still hold the last good weights"):
         training.train(resume=str(out), steps=60, learning_rate=1e9, verbose=0)
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "metrics.csv"}
@@ -107,9 +110,12 @@ def test_skip_policy_drops_non_finite_steps(tmp_path):
 KILLING = dict(batch_size=4, checkpoint_every=1, keep_checkpoints=2, schedule="constant",
                warmup_steps=0, tensorboard=False, jit_compile=False, verbose=0)
 KILLED = """
-import sys
+import os, sys
 from taylorformer import training
-training.train({spec}, "gp", {task}, out_dir=sys.argv[1], steps=100000, val_every=100000, **{common})
+if os.path.exists(os.path.join(sys.argv[1], "config.json")):
+    training.train(resume=sys.argv[1], verbose=0)
+else:
+    training.train({spec}, "gp", {task}, out_dir=sys.argv[1], steps=100000, val_every=100000, **{common})
 """
 
 
@@ -118,13 +124,20 @@ def test_sigkill_at_any_moment_then_resume_equals_an_uninterrupted_run(tmp_path)
     out = tmp_path / "killed"
     script = KILLED.format(spec=repr(TINY), task=repr(TASK), common=repr(KILLING))
     rng = np.random.default_rng(0)
-    for attempt in range(2):
+    for attempt in range(2):  # the second attempt resumes the killed run
+        latest = out / "checkpoints" / "latest"
+        before = latest.read_text() if latest.exists() else None
         proc = subprocess.Popen([sys.executable, "-c", script, str(out)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 240
-        while not (out / "checkpoints" / "latest").exists() and time.time() < deadline:
+        while (not latest.exists() or latest.read_text() == before) and time.time() < deadline:
             time.sleep(0.2)
         time.sleep(rng.uniform(0.5, 3.0))  # kill somewhere inside the checkpoint cycle
+        if attempt == 0:  # while it trains, the run is locked against a second process
+            assert proc.poll() is None
+            with pytest.raises(RunDirectoryError, match=f"in use by another process \\(pid {proc.pid}"):
+                with RunDirectory(str(out)).open_run(resume=True):
+                    pass
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         config = {k: v for k, v in KILLING.items() if k != "verbose"}

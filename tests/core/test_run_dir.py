@@ -172,6 +172,22 @@ def test_writes_never_follow_planted_symlinks_and_are_fsynced(tmp_path, monkeypa
     assert oct((path / "spec.json").stat().st_mode & 0o777) == oct(0o666 & ~run_dir_module._UMASK)
 
 
+def test_opening_a_run_removes_temp_files_of_a_killed_writer_only(tmp_path):
+    path = tmp_path / "r"
+    (path / "checkpoints" / ".tmp-step-00000003-x1y2").mkdir(parents=True)
+    (path / "checkpoints" / ".tmp-step-00000003-x1y2" / "ckpt.index").write_text("half")
+    (path / ".tmp-spec.json-abc").write_text("{")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("precious")
+    os.symlink(victim, path / ".tmp-best.keras-q")
+    (path / "notes.txt").write_text("mine")
+    with RunDirectory(str(path)).open_run(resume=True):
+        pass
+    assert sorted(p.name for p in path.rglob("*")) == [".lock", "checkpoints", "notes.txt"]
+    assert (victim / "keep").read_text() == "precious"
+
+
 def test_pruning_deletes_only_this_runs_older_checkpoints(tmp_path):
     path = tmp_path / "r"
     outside = tmp_path / "other-run" / "step-00000001"

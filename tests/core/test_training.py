@@ -8,8 +8,11 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from taylorformer import cli, training
+from taylorformer.errors import SpecError
 from taylorformer.training import resolve_jit_compile as JIT_RULE
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
@@ -134,8 +137,6 @@ def test_warmup_then_cosine_and_constant_schedules():
 def test_auto_jit_compile_is_xla_on_one_device_only():
     import tensorflow as tf
 
-    from taylorformer.errors import SpecError
-
     one_device = tf.distribute.get_strategy()
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0"])
     # the library's rule (imported before the suite's fixture turns "auto" off for speed)
@@ -143,3 +144,90 @@ def test_auto_jit_compile_is_xla_on_one_device_only():
     assert JIT_RULE("auto", mirrored) is False
     with pytest.raises(SpecError, match="distribution strategy"):
         JIT_RULE(True, mirrored)
+
+
+# ------------------------------------------------------------------ argument checks
+POSITIVE_INTS = ["steps", "batch_size", "val_every", "val_batches", "checkpoint_every",
+                 "keep_checkpoints"]
+POSITIVE_FLOATS = ["learning_rate", "clip_norm", "time_budget_s"]
+NON_NEGATIVE_FLOATS = ["weight_decay", "min_learning_rate"]
+
+
+def _bad_train_option():
+    """(key, value) pairs that a TrainConfig must reject: one defect each."""
+    not_a_number = st.sampled_from(["1", [1], True, False])
+    bad_int = st.one_of(st.integers(max_value=0), st.floats(), not_a_number)
+    non_finite = st.sampled_from([float("inf"), float("-inf"), float("nan")])
+    return st.one_of(
+        st.tuples(st.sampled_from(POSITIVE_INTS), bad_int),
+        st.tuples(st.just("num_permutations"), st.one_of(st.integers(max_value=-1), not_a_number)),
+        st.tuples(st.just("seed"), st.one_of(st.integers(max_value=-1), st.integers(min_value=2**32))),
+        st.tuples(st.sampled_from(POSITIVE_FLOATS),
+                  st.one_of(st.floats(max_value=0), non_finite, st.sampled_from(["1e-3", True]))),
+        st.tuples(st.sampled_from(NON_NEGATIVE_FLOATS),
+                  st.one_of(st.floats(max_value=-1e-12), non_finite, st.just("0"))),
+        st.tuples(st.just("warmup_steps"), st.one_of(st.integers(max_value=-1),
+                                                     st.integers(min_value=100), st.just(1.5))),
+        st.tuples(st.sampled_from(["schedule", "strategy", "budget_clock", "nan_policy"]),
+                  st.text(max_size=8).filter(lambda t: t not in {"cosine", "constant", "default",
+                                                                "mirrored", "wall", "cpu", "stop",
+                                                                "skip"})),
+        st.tuples(st.just("jit_compile"), st.sampled_from(["yes", "on", 2, None])),
+        st.tuples(st.just("tensorboard"), st.sampled_from(["yes", 1, None])),
+    )
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(_bad_train_option())
+def test_train_config_rejects_every_bad_value_naming_the_key_and_value(option):
+    key, value = option
+    with pytest.raises(SpecError) as info:
+        training.TrainConfig(**{"steps": 100, key: value})
+    assert f"'{key}'" in str(info.value) and f"got {value!r}" in str(info.value)
+
+
+def test_bad_train_values_fail_before_training_not_as_floating_point_errors(tmp_path):
+    for options, key in [({"learning_rate": float("inf")}, "learning_rate"),
+                         ({"time_budget_s": -5}, "time_budget_s"),
+                         ({"time_budget_s": float("nan")}, "time_budget_s"),
+                         ({"num_permutations": -1}, "num_permutations")]:
+        with pytest.raises(SpecError, match=f"'{key}' must be"):
+            training.train(TINY, "gp", TASK, out_dir=str(tmp_path / key), steps=2, verbose=0, **options)
+        assert not (tmp_path / key).exists()
+    with pytest.raises(SpecError, match="unknown train config option 'learnig_rate'"):
+        training.train(TINY, "gp", TASK, out_dir=str(tmp_path / "x"), learnig_rate=1e-3)
+
+
+@pytest.mark.parametrize("options,key", [
+    ({"num_batches": 0}, "num_batches"), ({"batch_size": -3}, "batch_size"),
+    ({"batch_size": 0}, "batch_size"), ({"num_samples": -1}, "num_samples"),
+    ({"consistency": -2}, "consistency"), ({"consistency": 1}, "consistency"),
+    ({"num_batches": 1.5}, "num_batches"),
+])
+def test_evaluate_run_checks_its_options_before_reading_the_run(tmp_path, options, key):
+    from taylorformer import runs
+    value = next(iter(options.values()))
+    with pytest.raises(SpecError, match=f"evaluate '{key}' .*got {value}"):
+        runs.evaluate_run(str(tmp_path / "no-run-here"), **options)
+
+
+@pytest.mark.parametrize("options,key", [({"num_tasks": 0}, "num_tasks"),
+                                         ({"num_samples": -1}, "num_samples")])
+def test_plot_run_checks_its_options(tmp_path, options, key):
+    from taylorformer import runs
+    with pytest.raises(SpecError, match=f"plot '{key}' .*got {next(iter(options.values()))}"):
+        runs.plot_run(str(tmp_path / "no-run-here"), **options)
+
+
+def test_sampling_options_on_a_conditional_model_are_refused():
+    from taylorformer.evaluation import evaluate
+    from taylorformer.models import build_model
+    from taylorformer.task import make_task
+
+    model = build_model({**TINY, "dim_x": 1, "dim_y": 1})
+    assert not model.causal
+    task = make_task("gp", TASK)
+    for option in ("num_samples", "consistency"):
+        with pytest.raises(SpecError, match=f"'{option}' = 3 applies to autoregressive models"):
+            evaluate(model, task, num_batches=1, batch_size=2, **{option: 3})
+    assert evaluate(model, task, num_batches=1, batch_size=2)["num_tasks"] == 2

@@ -134,6 +134,11 @@ class GPTask(Task):
 
     Batches are padded to the largest ``Nc``/``Nt`` the config allows (static shapes)
     with ``mask_c``/``mask_t``; padded entries are 0.
+
+    Allowed values: hyperparameters (and uniform/loguniform bounds) in
+    :data:`HYPERPARAMETER_RANGE`, beta parameters in :data:`BETA_RANGE`, ``noise`` in
+    ``[0, MAX_NOISE]``, finite boxes and shifts within ``MAX_INPUT``; anything else is a
+    :class:`TaskError` at construction, as is a size whose exact GP cannot fit in memory.
     """
 
     name = "gp"

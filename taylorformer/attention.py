@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from taylorformer import attention_executor
 from taylorformer.errors import SpecError
+from taylorformer.spec import check_int
 
 
 class Attention(keras.layers.Layer):
@@ -55,10 +56,9 @@ class Attention(keras.layers.Layer):
                  **kwargs):
         super().__init__(**kwargs)
         kind = type(self).__name__
-        for name, value in (("tile_size", tile_size), ("dense_pairs", dense_pairs)):
-            if value is not None and not (isinstance(value, int) and not isinstance(value, bool)
-                                          and value > 0):
-                raise SpecError(f"{kind}: {name} must be None or a positive int, got {value!r}")
+        num_heads, head_dim = check_int(kind, "num_heads", num_heads), check_int(kind, "head_dim", head_dim)
+        tile_size = check_int(kind, "tile_size", tile_size, optional=True)
+        dense_pairs = check_int(kind, "dense_pairs", dense_pairs, optional=True)
         self.output_dim, self.num_heads, self.head_dim = output_dim, num_heads, head_dim
         self.tile_size, self.dense_pairs = tile_size, dense_pairs
         inner = num_heads * head_dim

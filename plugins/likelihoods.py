@@ -13,7 +13,7 @@ The network emits raw tensors; only these objects touch tensorflow-probability
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from taylorformer.spec import check_int, check_number
+from taylorformer.checks import check_int, check_number
 from taylorformer.hookspecs import hookimpl
 
 tfd = tfp.distributions

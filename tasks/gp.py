@@ -30,8 +30,8 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import (Task, box_config, check_dim_x, count_range, input_box, input_shift, real,
-                               real_pair, split_names)
+from taylorformer.task import (Task, box_config, check_dim_x, check_number, count_range, input_box,
+                               input_shift, real_pair, split_names)
 from taylorformer.tasks.gaussian_process import KERNEL_ALIASES, KERNELS, canonical_kernel, sample_gp
 
 #: prior families: ``{"uniform": [a, b]}``, ``{"loguniform": [a, b]}``, ``{"beta": [a, b]}``
@@ -162,7 +162,7 @@ class GPTask(Task):
         self._priors = {}
         for field, spec in (("lengthscale", lengthscale), ("scale", scale), ("period", period)):
             self._config[field], self._priors[field] = _priors(field, spec, self.kernels, owner)
-        self.noise = real("noise", noise, 0.0, MAX_NOISE, owner)
+        self.noise = check_number(owner, "noise", noise, 0.0, MAX_NOISE)
         if noise_on not in ("both", "context"):
             raise TaskError(f"{owner} 'noise_on' must be 'both' or 'context', got {noise_on!r}")
         self.noise_on = noise_on

@@ -34,8 +34,8 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import (Task, box_config, check_dim_x, count_range, input_box, input_shift, real,
-                               real_pair, split_names)
+from taylorformer.task import (Task, box_config, check_dim_x, check_number, count_range, input_box,
+                               input_shift, real_pair, split_names)
 
 
 def sawtooth(x, direction, freq, phase):
@@ -75,7 +75,7 @@ class SawtoothTask(Task):
         self.dim_x = dim_x
         self.freq = real_pair("freq", [freq, freq] if isinstance(freq, (int, float)) else freq,
                               0.0, MAX_FREQ, owner, open_low=True)
-        self.noise = real("noise", noise, 0.0, MAX_NOISE, owner)
+        self.noise = check_number(owner, "noise", noise, 0.0, MAX_NOISE)
         self.num_context = count_range("num_context", num_context, 0, owner=owner)
         self.num_target = count_range("num_target", num_target, 1, owner=owner)
         self.context_box = input_box("context_range", context_range, dim_x, owner=owner)

@@ -18,7 +18,7 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import Task, choice, count_range, integer, real, real_pair
+from taylorformer.task import Task, check_choice, check_int, check_number, count_range, real_pair
 from taylorformer.tasks.gp import BETA_RANGE, HYPERPARAMETER_RANGE
 from taylorformer.tasks.spatial_gp import DOMAIN_BOXES
 
@@ -82,13 +82,13 @@ class SIRTask(Task):
     def __init__(self, *, domain="train", grid=64, steps=25, num_context=(128, 512),
                  num_target=1024, radius=3.0, encoding="onehot", beta=(2.0, 8.0),
                  gamma=(5.0, 0.4), initial=(1, 5)):
-        self.domain = choice("sir", "domain", domain, SIR_DOMAINS)
-        self.encoding = choice("sir", "encoding", encoding, ("onehot", "state"))
+        self.domain = check_choice("sir", "domain", domain, SIR_DOMAINS)
+        self.encoding = check_choice("sir", "encoding", encoding, ("onehot", "state"))
         self.dim_y = 3 if encoding == "onehot" else 1
         owner = "sir task"
-        self.grid = integer("grid", grid, 4, MAX_GRID, owner)
-        self.steps = integer("steps", steps, 1, MAX_STEPS, owner)
-        self.radius = real("radius", radius, 1.0, float(self.grid), owner)  # cells
+        self.grid = check_int(owner, "grid", grid, 4, MAX_GRID)
+        self.steps = check_int(owner, "steps", steps, 1, MAX_STEPS)
+        self.radius = check_number(owner, "radius", radius, 1.0, float(self.grid))  # cells
         self.num_context = count_range("num_context", num_context, 0, owner=owner)
         self.num_target = count_range("num_target", num_target, 0, owner=owner)
         self.beta = real_pair("beta", beta, *BETA_RANGE, owner, ordered=False)  # Beta(a, b)

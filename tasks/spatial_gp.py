@@ -28,7 +28,8 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import MAX_DIM, MAX_INPUT, Task, choice, count_range, integer, real, real_pair
+from taylorformer.task import (MAX_DIM, MAX_INPUT, Task, check_choice, check_int, check_number, count_range,
+                               real_pair)
 from taylorformer.tasks.gaussian_process import gp_posterior_loglik, sample_gp
 from taylorformer.tasks.gp import BETA_RANGE, CEILING_KEYS, MAX_NOISE, GPTask, ceiling_signature, gp_memory_estimate
 
@@ -46,8 +47,8 @@ class GP2DTask(GPTask):
 
     def __init__(self, *, domain="train", lengthscale=None, noise=0.1, num_context=(128, 511),
                  num_target=1024, multires_targets="inner", kernel="eq"):
-        self.domain = choice("gp-2d-bsa", "domain", domain, GP2D_DOMAINS)
-        self.multires_targets = choice("gp-2d-bsa", "multires_targets", multires_targets,
+        self.domain = check_choice("gp-2d-bsa", "domain", domain, GP2D_DOMAINS)
+        self.multires_targets = check_choice("gp-2d-bsa", "multires_targets", multires_targets,
                                         ("inner", "all"))
         lengthscale = {"beta": [3.0, 7.0]} if lengthscale is None else lengthscale
         self._base = {"lengthscale": lengthscale, "noise": noise,
@@ -88,12 +89,12 @@ class GenericSpatialTask(Task):
     def __init__(self, *, num_fixed=10, num_context=(13, 64), num_target=64,
                  lengthscale=(3.0, 7.0), coef_std=1.0, noise_var_scale=1.0, space_range=(-2.0, 2.0)):
         owner = "generic-spatial task"
-        self.dim_x = self.num_fixed = integer("num_fixed", num_fixed, 1, MAX_DIM, owner)
+        self.dim_x = self.num_fixed = check_int(owner, "num_fixed", num_fixed, 1, MAX_DIM)
         self.num_context = count_range("num_context", num_context, 0, owner=owner)
         self.num_target = count_range("num_target", num_target, 1, owner=owner)
         self.lengthscale = real_pair("lengthscale", lengthscale, *BETA_RANGE, owner, ordered=False)  # Beta(a, b)
-        self.coef_std = real("coef_std", coef_std, 0.0, MAX_NOISE, owner)
-        self.noise_var_scale = real("noise_var_scale", noise_var_scale, 0.0, MAX_NOISE, owner)
+        self.coef_std = check_number(owner, "coef_std", coef_std, 0.0, MAX_NOISE)
+        self.noise_var_scale = check_number(owner, "noise_var_scale", noise_var_scale, 0.0, MAX_NOISE)
         self.space_range = real_pair("space_range", space_range, -MAX_INPUT, MAX_INPUT, owner)
         if self.space_range[0] == self.space_range[1]:
             raise TaskError(f"{owner} 'space_range' must have lo < hi, got {space_range!r}")

@@ -18,7 +18,7 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import Task, choice, count_range, real, real_pair, split_names
+from taylorformer.task import Task, check_choice, check_number, count_range, real_pair, split_names
 from taylorformer.tasks.gaussian_process import JITTER, loglik_from_cholesky
 from taylorformer.tasks.gp import CEILING_KEYS, HYPERPARAMETER_RANGE, MAX_NOISE, ceiling_signature, gp_memory_estimate
 
@@ -72,20 +72,20 @@ class SphereGPTask(Task):
         owner = "sphere-gp task"
         # InvGamma(shape, scale), degrees
         self.lengthscale = real_pair("lengthscale", lengthscale, *HYPERPARAMETER_RANGE, owner, ordered=False)
-        self.noise = real("noise", noise, 0.0, MAX_NOISE, owner)
-        self.noise_on = choice("sphere-gp", "noise_on", noise_on, ("both", "context"))
+        self.noise = check_number(owner, "noise", noise, 0.0, MAX_NOISE)
+        self.noise_on = check_choice("sphere-gp", "noise_on", noise_on, ("both", "context"))
         self.num_context = count_range("num_context", num_context, 0, owner=owner)
         self.num_target = count_range("num_target", num_target, 1, owner=owner)
-        self.extent = real("extent", extent, 0.0, 90.0, owner, open_low=True)
+        self.extent = check_number(owner, "extent", extent, 0.0, 90.0, low_open=True)
         if rotation is None or rotation == "random":
             self.rotation = rotation
         elif isinstance(rotation, (list, tuple)) and len(rotation) == 3:
-            self.rotation = [real("rotation", a, -360.0, 360.0, owner) for a in rotation]
+            self.rotation = [check_number(owner, "rotation", a, -360.0, 360.0) for a in rotation]
         else:
             raise TaskError(f"{owner} 'rotation' must be None, 'random' or 3 Euler angles "
                             f"(degrees), got {rotation!r}")
         self.rotate_splits = split_names("rotate_splits", rotate_splits, owner=owner)
-        self.coords = choice("sphere-gp", "coords", coords, ("latlon", "xyz"))
+        self.coords = check_choice("sphere-gp", "coords", coords, ("latlon", "xyz"))
         self.dim_x = 2 if coords == "latlon" else 3
         self.max_context, self.max_target = self.num_context[1], self.num_target[1]
         self.check_memory()

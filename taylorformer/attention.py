@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from taylorformer import attention_executor
 from taylorformer.errors import SpecError
-from taylorformer.spec import check_int
+from taylorformer.checks import check_int
 
 
 class Attention(keras.layers.Layer):

@@ -53,8 +53,8 @@ def dtype_policy(text):
 
     try:
         return check_dtype_policy("--dtype-policy", "policy", text)
-    except SpecError as exc:
-        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
+    except SpecError as exc:  # "... must be one of ..., got ...": argparse names the flag
+        raise argparse.ArgumentTypeError("must be " + str(exc).split(" must be ", 1)[1]) from None
 
 
 def _cmd_plugins(args):
@@ -232,7 +232,8 @@ def build_parser():
                    help="non-finite loss: stop (default, checkpoints untouched) or skip the step")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its latest checkpoint")
     p.add_argument("--eval-batches", type=positive_int, default=None, help="test batches after training")
-    p.add_argument("--out", help="run directory (default runs/MODEL-TASK-TIME)")
+    p.add_argument("--out", help="run directory: new or empty (default: a new runs/MODEL-TASK-TIME); "
+                   "an existing run continues only with --resume")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation and plot")
     p.set_defaults(func=_cmd_train)
 

@@ -10,29 +10,20 @@ import numpy as np
 import tensorflow as tf
 
 from taylorformer.batch import with_masks
+from taylorformer.checks import check_int
 from taylorformer.errors import SpecError
 from taylorformer.inference import loglik, masked_point_mean
 from taylorformer.target_order import permute_targets
-
-
-def check_count(component, option, value, minimum, none_ok=False):
-    """SpecError naming ``component``, ``option`` and ``value`` unless ``value`` is an int
-    >= ``minimum`` (or None where ``none_ok``)."""
-    if none_ok and value is None:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise SpecError(f"{component} {option!r} must be an int >= {minimum}"
-                        f"{' or None' if none_ok else ''}, got {value!r}")
 
 
 def check_evaluate_options(batch_size, num_batches, num_samples, consistency, model=None):
     """The options of :func:`evaluate` (SpecError naming the option and value): batch_size
     >= 1, num_batches >= 1 or None (the whole split), num_samples >= 0, consistency 0 or
     >= 2; with ``model``, num_samples and consistency need an autoregressive model."""
-    check_count("evaluate", "batch_size", batch_size, 1)
-    check_count("evaluate", "num_batches", num_batches, 1, none_ok=True)
-    check_count("evaluate", "num_samples", num_samples, 0)
-    check_count("evaluate", "consistency", consistency, 0)
+    check_int("evaluate", "batch_size", batch_size)
+    check_int("evaluate", "num_batches", num_batches, optional=True)
+    check_int("evaluate", "num_samples", num_samples, minimum=0)
+    check_int("evaluate", "consistency", consistency, minimum=0)
     if consistency == 1:
         raise SpecError("evaluate 'consistency' is the number K of target orders: 0 (off) or "
                         "K >= 2, got 1")

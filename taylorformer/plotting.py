@@ -7,6 +7,7 @@ import numpy as np  # noqa: E402
 
 from taylorformer.batch import with_masks  # noqa: E402
 from taylorformer.inference import predict  # noqa: E402
+from taylorformer.checks import check_int  # noqa: E402
 
 
 def plot_predictions(model, batch, path, num_tasks=4, num_samples=0, title=None):
@@ -16,6 +17,8 @@ def plot_predictions(model, batch, path, num_tasks=4, num_samples=0, title=None)
     paths if ``num_samples``). 2-D inputs: maps of the predictive mean and stddev at
     the target locations with the context locations marked.
     """
+    check_int("plot", "num_tasks", num_tasks)
+    check_int("plot", "num_samples", num_samples, minimum=0)
     batch = {k: np.asarray(v) for k, v in with_masks(batch).items()}
     out = {k: np.asarray(v) for k, v in predict(model, batch, num_samples=num_samples).items()}
     n = min(num_tasks, batch["xt"].shape[0])

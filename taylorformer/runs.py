@@ -2,7 +2,8 @@
 import os
 
 from taylorformer.errors import SpecError
-from taylorformer.evaluation import check_count, check_evaluate_options, evaluate
+from taylorformer.checks import check_int
+from taylorformer.evaluation import check_evaluate_options, evaluate
 from taylorformer.run_dir import RunDirectory
 from taylorformer.task import make_task
 
@@ -37,8 +38,8 @@ def plot_run(run_dir, out=None, task=None, task_config=None, checkpoint="best", 
     """Plot predictions on the first test batch of a run; returns the PNG path."""
     from taylorformer.plotting import plot_predictions
 
-    check_count("plot", "num_tasks", num_tasks, 1)
-    check_count("plot", "num_samples", num_samples, 0)
+    check_int("plot", "num_tasks", num_tasks)
+    check_int("plot", "num_samples", num_samples, minimum=0)
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
     batch = next(iter(task_obj.dataset("test", batch_size=num_tasks, num_batches=1)))
     out = out or os.path.join(run_dir, "predictions.png")

@@ -19,11 +19,10 @@ nested component is called after its kind: ``attention`` or ``attention_<role>``
 """
 import copy
 import json
-import math
-import numbers
 import os
 
 from taylorformer import components, registry
+from taylorformer.checks import check_choice, check_int, check_widths
 from taylorformer.errors import SpecError, UnknownComponentError, close_matches
 from taylorformer.hookspecs import KINDS
 
@@ -151,65 +150,7 @@ def _check_types(spec):
 
 
 # ---------------------------------------------------------------- option value checks
-# Component constructors check their options with these: each error names the
-# component (``owner``), the option, the value and what is allowed.
-
-def check_int(owner, key, value, minimum=1, optional=False):
-    """``value`` as an int when it is an integer >= ``minimum`` (a bool is not), or None
-    when ``optional``; else a :class:`SpecError`."""
-    if optional and value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        allowed = f"an int >= {minimum}" + (" or null" if optional else "")
-        raise SpecError(f"{owner}: {key} must be {allowed}, got {value!r}")
-    return int(value)
-
-
-def check_number(owner, key, value, low=None, high=None, low_open=False, high_open=False):
-    """``value`` as a float when it is a finite real number in the range (``low``/``high``:
-    bounds, None for none; ``*_open``: exclusive); else a :class:`SpecError`."""
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-          and (low is None or (value > low if low_open else value >= low))
-          and (high is None or (value < high if high_open else value <= high)))
-    if not ok:
-        bounds = [f"{'>' if low_open else '>='} {low}" if low is not None else "",
-                  f"{'<' if high_open else '<='} {high}" if high is not None else ""]
-        allowed = " and ".join(b for b in bounds if b)
-        raise SpecError(f"{owner}: {key} must be a finite number{' ' + allowed if allowed else ''}, "
-                        f"got {value!r}")
-    return float(value)
-
-
-def check_bool(owner, key, value):
-    """``value`` when it is true or false; else a :class:`SpecError`."""
-    if not isinstance(value, bool):
-        raise SpecError(f"{owner}: {key} must be true or false, got {value!r}")
-    return value
-
-
-def check_choice(owner, key, value, choices):
-    """``value`` when it is one of ``choices`` (a bool only if listed: True is not 1); else
-    a :class:`SpecError` listing them (with close matches)."""
-    if isinstance(value, bool):
-        if any(c is value for c in choices):
-            return value
-    elif isinstance(value, (str, int, float, type(None))) and value in choices:
-        return value
-    hint = close_matches(value, [c for c in choices if isinstance(c, str)]) if isinstance(value, str) else []
-    raise SpecError(f"{owner}: {key} {value!r} is not allowed"
-                    + (f"; did you mean {hint[0]!r}?" if hint else ".")
-                    + f" Allowed: {', '.join(repr(c) for c in choices)}.")
-
-
-def check_widths(owner, key, value, single=True):
-    """A non-empty list of layer widths (ints >= 1), or (``single``) one width."""
-    if single and not isinstance(value, (list, tuple)):
-        return check_int(owner, key, value)
-    if not isinstance(value, (list, tuple)) or not value:
-        allowed = "an int >= 1 or a non-empty list of them" if single else "a non-empty list of ints >= 1"
-        raise SpecError(f"{owner}: {key} must be {allowed}, got {value!r}")
-    return [check_int(owner, f"{key}[{i}]", w) for i, w in enumerate(value)]
-
+# (the generic ones are in taylorformer.checks)
 
 def activation_names():
     """Names of the Keras activations (``keras.activations.get`` accepts them)."""

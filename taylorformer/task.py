@@ -23,12 +23,14 @@ one is a :class:`TaskError` naming the task, the key, the value and what is allo
 A task whose batches would need more memory than the process can get says so before
 allocating (:meth:`Task.check_memory`).
 """
+import functools
 import math
 import numbers
 import os
 
 import numpy as np
 
+from taylorformer import checks
 from taylorformer.errors import SpecError, TaskError
 
 #: fixed seeds of the evaluation splits: the same batches in every run
@@ -58,36 +60,19 @@ def make_task(name, config=None):
         raise TaskError(str(exc)) from exc
 
 
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _is_real(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def integer(field, value, low, high=MAX_COUNT, owner="task"):
-    """``value`` if it is an int (not a bool) in ``[low, high]``, else a :class:`TaskError`."""
-    if not (_is_int(value) and low <= value <= high):
-        raise TaskError(f"{owner} {field!r} must be an int in [{low}, {high}], got {value!r}")
-    return int(value)
+#: the checks of :mod:`taylorformer.checks`, raising :class:`TaskError`
+check_int = functools.partial(checks.check_int, error=TaskError)
+check_number = functools.partial(checks.check_number, error=TaskError)
+check_choice = functools.partial(checks.check_choice, error=TaskError)
 
 
 def check_dim_x(dim_x, owner="task"):
     """Reject a ``dim_x`` that is not an int in ``[1, MAX_DIM]``."""
-    integer("dim_x", dim_x, 1, MAX_DIM, owner)
-
-
-def real(field, value, low=-math.inf, high=math.inf, owner="task", open_low=False):
-    """``value`` as a float if it is a finite real number in ``[low, high]`` (``(low, high]``
-    with ``open_low``), else a :class:`TaskError` naming ``owner``, ``field`` and the range."""
-    ok = _is_real(value) and math.isfinite(value) and (low < value if open_low else low <= value) \
-        and value <= high
-    if not ok:
-        bracket = "(" if open_low else "["
-        raise TaskError(f"{owner} {field!r} must be a finite number in {bracket}{low:g}, {high:g}], "
-                        f"got {value!r}")
-    return float(value)
+    check_int(owner, "dim_x", dim_x, 1, MAX_DIM)
 
 
 def real_pair(field, spec, low, high, owner="task", ordered=True, open_low=False):
@@ -99,7 +84,7 @@ def real_pair(field, spec, low, high, owner="task", ordered=True, open_low=False
     if not (isinstance(spec, (list, tuple)) and len(spec) == 2):
         raise TaskError(f"{owner} {field!r} must be {rule}, got {spec!r}")
     try:
-        a, b = (real(field, v, low, high, owner, open_low) for v in spec)
+        a, b = (check_number(owner, field, v, low, high, low_open=open_low) for v in spec)
     except TaskError:
         raise TaskError(f"{owner} {field!r} must be {rule}, got {spec!r}") from None
     if ordered and a > b:
@@ -109,19 +94,12 @@ def real_pair(field, spec, low, high, owner="task", ordered=True, open_low=False
 
 def count_range(field, spec, low, owner="task"):
     """``(lo, hi)`` integers from an int or ``[lo, hi]`` with ``low <= lo <= hi <= MAX_COUNT``."""
-    values = [spec, spec] if _is_int(spec) else spec
+    values = [spec, spec] if checks.is_int(spec) else spec
     if not (isinstance(values, (list, tuple)) and len(values) == 2
-            and all(_is_int(v) for v in values) and low <= values[0] <= values[1] <= MAX_COUNT):
+            and all(checks.is_int(v) for v in values) and low <= values[0] <= values[1] <= MAX_COUNT):
         raise TaskError(f"{owner} {field!r} must be an int or [lo, hi] of ints with "
                         f"{low} <= lo <= hi <= {MAX_COUNT}, got {spec!r}")
     return int(values[0]), int(values[1])
-
-
-def choice(owner, field, value, allowed):
-    """``value`` if it is one of ``allowed``, else a :class:`TaskError` naming them."""
-    if not (isinstance(value, str) and value in allowed):
-        raise TaskError(f"{owner} task {field!r} must be one of {allowed}, got {value!r}")
-    return value
 
 
 def split_names(field, spec, owner="task"):
@@ -186,15 +164,11 @@ def input_box(field, spec, dim_x, owner="task"):
 def dataset_args(batch_size, num_batches, start, seed=0):
     """Check the arguments of ``dataset``: ``batch_size`` an int >= 1, ``num_batches`` None
     or an int >= 0, ``start`` an int >= 0 and ``seed`` an int (:class:`TaskError`)."""
-    for name, value, ok in (("batch_size", batch_size, _is_int(batch_size) and batch_size >= 1),
-                            ("num_batches", num_batches, num_batches is None
-                             or (_is_int(num_batches) and num_batches >= 0)),
-                            ("start", start, _is_int(start) and start >= 0),
-                            ("seed", seed, seed is None or _is_int(seed))):
-        if not ok:
-            allowed = {"batch_size": "an int >= 1", "num_batches": "None or an int >= 0",
-                       "start": "an int >= 0", "seed": "an int"}[name]
-            raise TaskError(f"dataset {name!r} must be {allowed}, got {value!r}")
+    check_int("dataset", "batch_size", batch_size)
+    check_int("dataset", "num_batches", num_batches, minimum=0, optional=True)
+    check_int("dataset", "start", start, minimum=0)
+    if seed is not None and not checks.is_int(seed):
+        checks.fail("dataset", "seed", seed, "an int or None", TaskError)
 
 
 # ----------------------------------------------------------------------------- memory

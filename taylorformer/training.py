@@ -22,7 +22,8 @@ from taylorformer import callbacks as run_callbacks
 from taylorformer.errors import RunDirectoryError, SpecError
 from taylorformer.models import build_model
 from taylorformer.run_dir import RunDirectory
-from taylorformer.spec import resolve_spec
+from taylorformer.checks import check_bool, check_choice, check_int, check_number
+from taylorformer.spec import check_dtype_policy, resolve_spec
 from taylorformer.task import make_task
 
 STRATEGIES = ("default", "mirrored", "multi-worker")
@@ -57,46 +58,26 @@ class TrainConfig:
     tensorboard: bool = True  # TensorBoard logs (scalars + prediction images) in RUN_DIR/tensorboard
 
     def __post_init__(self):
-        need = self._require
+        owner = "train config"
         for name in ("steps", "batch_size", "val_every", "val_batches", "checkpoint_every",
                      "keep_checkpoints"):
-            need(name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, "an int >= 1")
-        need("num_permutations", _is_int(self.num_permutations) and self.num_permutations >= 0,
-             "an int >= 0")
-        need("seed", _is_int(self.seed) and 0 <= self.seed < 2**32, "an int in [0, 2**32)")
+            check_int(owner, name, getattr(self, name))
+        check_int(owner, "num_permutations", self.num_permutations, minimum=0)
+        check_int(owner, "seed", self.seed, minimum=0, maximum=2**32 - 1)
         if self.warmup_steps is None:
             self.warmup_steps = self.steps // 20
-        need("warmup_steps", _is_int(self.warmup_steps) and 0 <= self.warmup_steps < self.steps,
-             f"an int in [0, steps={self.steps})")
+        check_int(owner, "warmup_steps", self.warmup_steps, minimum=0, maximum=self.steps - 1)
         for name in ("learning_rate", "clip_norm"):
-            need(name, _is_finite(getattr(self, name)) and getattr(self, name) > 0,
-                 "a finite number > 0")
+            check_number(owner, name, getattr(self, name), low=0, low_open=True)
         for name in ("weight_decay", "min_learning_rate"):
-            need(name, _is_finite(getattr(self, name)) and getattr(self, name) >= 0,
-                 "a finite number >= 0")
-        need("time_budget_s", self.time_budget_s is None or
-             (_is_finite(self.time_budget_s) and self.time_budget_s > 0),
-             "a finite number of seconds > 0, or None (no budget)")
-        need("jit_compile", self.jit_compile in (True, False, "auto"), "true, false or 'auto'")
-        need("dtype_policy", self.dtype_policy is None or isinstance(self.dtype_policy, str),
-             "a Keras dtype policy name or None")
-        need("tensorboard", isinstance(self.tensorboard, bool), "true or false")
+            check_number(owner, name, getattr(self, name), low=0)
+        check_number(owner, "time_budget_s", self.time_budget_s, low=0, low_open=True, optional=True)
+        check_choice(owner, "jit_compile", self.jit_compile, (True, False, "auto"))
+        check_dtype_policy(owner, "dtype_policy", self.dtype_policy)
+        check_bool(owner, "tensorboard", self.tensorboard)
         for name, allowed in (("schedule", SCHEDULES), ("strategy", STRATEGIES),
                               ("budget_clock", ("wall", "cpu")), ("nan_policy", NAN_POLICIES)):
-            need(name, getattr(self, name) in allowed, f"one of {allowed}")
-
-    def _require(self, name, ok, allowed):
-        """SpecError naming the key, its value and what is allowed, unless ``ok``."""
-        if not ok:
-            raise SpecError(f"train config {name!r} must be {allowed}, got {getattr(self, name)!r}")
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_finite(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            check_choice(owner, name, getattr(self, name), allowed)
 
 
 def make_strategy(name):
@@ -318,6 +299,9 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
     else:
         cfg = TrainConfig(**train_kwargs)
     task_obj = make_task(task, task_config)
+    if out_dir is None and cfg.strategy == "multi-worker":
+        raise SpecError("--strategy multi-worker needs --out (out_dir): every worker must name "
+                        "the same run directory, and a default name differs between machines")
     if out_dir is None:
         label = os.path.basename(model if isinstance(model, str) else "model").split(".")[0]
         out_dir = RunDirectory.create_new(

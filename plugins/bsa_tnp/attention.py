@@ -61,7 +61,7 @@ import tensorflow as tf
 
 from taylorformer.attention import Attention
 from taylorformer.errors import SpecError
-from taylorformer.spec import check_bool, check_number
+from taylorformer.checks import check_bool, check_number
 
 from .geometry import chord_to_geodesic_sq, pair_sq_dist, unit_vectors
 

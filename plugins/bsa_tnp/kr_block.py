@@ -46,7 +46,7 @@ values) or geodesic distances, which centring in lat/lon would corrupt.
 import tensorflow as tf
 
 from taylorformer.errors import BatchError, SpecError
-from taylorformer.spec import check_bool, check_choice, check_int
+from taylorformer.checks import check_bool, check_choice, check_int
 from taylorformer.plugins.tnp.encoders import TransformerEncoder
 
 from .attention import required_position_dim

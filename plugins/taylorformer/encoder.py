@@ -45,7 +45,7 @@ import tensorflow as tf
 
 from taylorformer import components
 from taylorformer.errors import SpecError
-from taylorformer.spec import check_int, check_number
+from taylorformer.checks import check_int, check_number
 
 STREAMS = ("x", "xy")
 

@@ -79,7 +79,7 @@ import dataclasses
 import tensorflow as tf
 
 from taylorformer.errors import SpecError
-from taylorformer.spec import check_choice, check_int, check_number
+from taylorformer.checks import check_choice, check_int, check_number
 
 _BIG = 3.0e38
 GROUPS = ("x", "seen", "own")

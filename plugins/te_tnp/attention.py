@@ -59,7 +59,7 @@ import tensorflow as tf
 
 from taylorformer.attention import Attention
 from taylorformer.errors import SpecError
-from taylorformer.spec import check_bool, check_choice, check_int, check_number
+from taylorformer.checks import check_bool, check_choice, check_int, check_number
 from taylorformer.tf_compat import in_xla_context
 
 FORMS = ("post", "pre")

@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from taylorformer import attention_executor, components
 from taylorformer.layers import MLP, masked_mean
-from taylorformer.spec import check_choice, check_int
+from taylorformer.checks import check_choice, check_int
 
 STYLES = ("ist", "perceiver")
 INITS = ("mean", "attention")

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from taylorformer import components
 from taylorformer.layers import MLP, masked_mean
-from taylorformer.spec import check_bool, check_int, check_widths
+from taylorformer.checks import check_bool, check_int, check_widths
 
 
 class DeepSetEncoder(keras.layers.Layer):

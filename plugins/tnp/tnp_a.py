@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from taylorformer import components
 from taylorformer.layers import MLP
-from taylorformer.spec import check_int, check_number
+from taylorformer.checks import check_int, check_number
 
 
 def tnpa_pair_mask(nc, nt):

@@ -1,0 +1,84 @@
+"""Value checks for options where they enter the library (specs, component constructors,
+task configs, training and evaluation options).
+
+Each check returns the value (converted: an int, a float) or raises ``error`` (default
+:class:`~taylorformer.errors.SpecError`; tasks pass :class:`~taylorformer.errors.TaskError`)
+with one message shape: ``{owner} {key!r} must be {what is allowed}, got {value!r}``.
+"""
+import math
+import numbers
+
+from taylorformer.errors import SpecError, close_matches
+
+
+def fail(owner, key, value, allowed, error=SpecError):
+    """Raise ``error`` naming ``owner``, ``key``, ``value`` and what is ``allowed``."""
+    raise error(f"{owner} {key!r} must be {allowed}, got {value!r}")
+
+
+def is_int(value):
+    """An integer that is not a bool (True is not a width)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(owner, key, value, minimum=1, maximum=None, optional=False, error=SpecError):
+    """``value`` as an int when it is an integer in ``[minimum, maximum]``, or None when
+    ``optional``."""
+    if optional and value is None:
+        return None
+    if not (is_int(value) and value >= minimum and (maximum is None or value <= maximum)):
+        allowed = f"an int in [{minimum}, {maximum}]" if maximum is not None else f"an int >= {minimum}"
+        fail(owner, key, value, allowed + (" or None" if optional else ""), error)
+    return int(value)
+
+
+def check_number(owner, key, value, low=None, high=None, low_open=False, high_open=False,
+                 optional=False, error=SpecError):
+    """``value`` as a float when it is a finite real number in the range (``low``/``high``:
+    bounds, None for none; ``*_open``: exclusive), or None when ``optional``."""
+    if optional and value is None:
+        return None
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+          and (low is None or (value > low if low_open else value >= low))
+          and (high is None or (value < high if high_open else value <= high)))
+    if not ok:
+        if low is not None and high is not None:
+            allowed = f"a finite number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        elif low is not None:
+            allowed = f"a finite number {'>' if low_open else '>='} {low:g}"
+        elif high is not None:
+            allowed = f"a finite number {'<' if high_open else '<='} {high:g}"
+        else:
+            allowed = "a finite number"
+        fail(owner, key, value, allowed + (" or None" if optional else ""), error)
+    return float(value)
+
+
+def check_bool(owner, key, value, error=SpecError):
+    """``value`` when it is true or false."""
+    if not isinstance(value, bool):
+        fail(owner, key, value, "true or false", error)
+    return value
+
+
+def check_choice(owner, key, value, choices, error=SpecError):
+    """``value`` when it is one of ``choices`` (a bool only if listed: True is not 1); else
+    an error listing them, with close matches."""
+    if isinstance(value, bool):
+        if any(c is value for c in choices):
+            return value
+    elif isinstance(value, (str, int, float, type(None))) and value in choices:
+        return value
+    hint = close_matches(value, [c for c in choices if isinstance(c, str)]) if isinstance(value, str) else []
+    raise error(f"{owner} {key!r} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}"
+                + (f"; did you mean {hint[0]!r}?" if hint else ""))
+
+
+def check_widths(owner, key, value, single=True, error=SpecError):
+    """A non-empty list of layer widths (ints >= 1), or (``single``) one width."""
+    if single and not isinstance(value, (list, tuple)):
+        return check_int(owner, key, value, error=error)
+    if not isinstance(value, (list, tuple)) or not value:
+        fail(owner, key, value, "an int >= 1 or a non-empty list of them" if single
+             else "a non-empty list of ints >= 1", error)
+    return [check_int(owner, f"{key}[{i}]", w, error=error) for i, w in enumerate(value)]

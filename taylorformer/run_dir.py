@@ -66,21 +66,18 @@ _UMASK = os.umask(0o022)  # read the umask (mkstemp/mkdtemp create 0600/0700) an
 os.umask(_UMASK)
 
 
+def _fsync(path, flags=os.O_NOFOLLOW):
+    """fsync a file (never through a symlink)."""
+    fd = os.open(path, os.O_RDONLY | flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _fsync_dir(path):
     """fsync a directory, so that a rename inside it survives a power loss."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_file(path):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync(path, os.O_DIRECTORY)
 
 
 def _remove(path):
@@ -223,7 +220,7 @@ class RunDirectory:
         try:
             tmp = os.path.join(tmpdir, name)
             model.save(tmp)
-            _fsync_file(tmp)
+            _fsync(tmp)
             os.replace(tmp, self.file(name))
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
@@ -319,7 +316,7 @@ class RunDirectory:
         try:
             checkpoint.write(os.path.join(tmp, "ckpt"))
             for entry in os.listdir(tmp):
-                _fsync_file(os.path.join(tmp, entry))
+                _fsync(os.path.join(tmp, entry))
             _fsync_dir(tmp)
             os.chmod(tmp, 0o777 & ~_UMASK)
             if os.path.lexists(final):  # left over from before a resume fell back past it

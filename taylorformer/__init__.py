@@ -16,6 +16,9 @@ front-door names import their modules on first use.
 """
 import importlib
 import os
+import re
+import sys
+import tempfile
 
 # Before NumPy and TensorFlow load: task simulators run many small NumPy Cholesky
 # factorisations, which a multi-threaded OpenBLAS makes 10-25x slower on a 2-core machine
@@ -23,6 +26,40 @@ import os
 # Both are defaults only: a value the user set wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+#: start-up lines TensorFlow writes to stderr although TF_CPP_MIN_LOG_LEVEL >= 2 asks for
+#: quiet (absl prints them before it reads the level): they would bury the CLI's one-line
+#: errors on every machine without CUDA drivers
+_TF_STARTUP_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog|cudart_stub\.cc.*Could not find cuda drivers")
+
+
+def _import_tensorflow():
+    """Import TensorFlow; at TF_CPP_MIN_LOG_LEVEL >= 2 drop :data:`_TF_STARTUP_NOISE` from
+    what it writes to stderr (fd 2) while importing, and replay every other line."""
+    quiet = os.environ["TF_CPP_MIN_LOG_LEVEL"].strip() in ("2", "3")
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2) if quiet and "tensorflow" not in sys.modules else None
+    except (OSError, ValueError):  # no usable stderr: nothing to filter
+        saved = None
+    if saved is None:
+        import tensorflow  # noqa: F401
+        return
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow  # noqa: F401
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
+                if not _TF_STARTUP_NOISE.search(line):
+                    sys.stderr.write(line)
+
+
+_import_tensorflow()
 
 from taylorformer import registry  # noqa: E402
 from taylorformer.hookspecs import hookimpl  # noqa: E402

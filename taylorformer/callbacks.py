@@ -146,8 +146,8 @@ class PredictionImages(keras.callbacks.Callback):
         if not weights_finite(self.model):
             return
         buffer = io.BytesIO()
-        plot_predictions(self.model, self.batch, buffer, num_tasks=self.num_tasks,
-                         title=self.title, num_samples=0)
+        plot_predictions(self.model, self.batch, num_tasks=self.num_tasks, title=self.title,
+                         num_samples=0).savefig(buffer, format="png", dpi=110)
         image = tf.image.decode_png(buffer.getvalue(), channels=4)[None]
         if self._writer is None:
             self._writer = tf.summary.create_file_writer(self.log_dir)

@@ -1,61 +1,108 @@
-"""Prediction plots: 1-D bands over context/targets, 2-D mean/stddev maps."""
-import matplotlib
+"""Prediction plots: 1-D predictive bands on a dense grid, 2-D mean/stddev maps.
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+Figures are built with matplotlib's object-oriented API (``matplotlib.figure.Figure``),
+so importing or calling this module never changes the user's backend or pyplot state.
+Every function returns the Figure and draws into the axes it is given, if any::
 
-from taylorformer.batch import with_masks  # noqa: E402
-from taylorformer.inference import predict  # noqa: E402
-from taylorformer.checks import check_int  # noqa: E402
+    fig = plot_predictions(model, batch, num_tasks=4)
+    fig.savefig("predictions.png")
+    plot_predictions(model, batch, num_tasks=2, axes=my_axes)  # into a figure of yours
+"""
+import numpy as np
+from matplotlib.figure import Figure
+
+from taylorformer.batch import with_masks
+from taylorformer.checks import check_int
+from taylorformer.inference import predict
+
+#: 95% central interval of a Gaussian
+Z95 = 1.96
 
 
-def plot_predictions(model, batch, path, num_tasks=4, num_samples=0, title=None):
-    """Write a PNG of the first ``num_tasks`` tasks of ``batch`` to ``path``.
+def plot_predictions(model, batch, num_tasks=4, num_samples=0, title=None, axes=None,
+                     grid_points=200, seed=0):
+    """Plot the first ``num_tasks`` tasks of ``batch``; returns the Figure.
 
-    1-D inputs: context points, true targets, predictive mean, 95% band (and sample
-    paths if ``num_samples``). 2-D inputs: maps of the predictive mean and stddev at
-    the target locations with the context locations marked.
+    1-D inputs (one row of axes per task): context points, true targets, and the
+    predictive mean with its 95% band. A conditional model is evaluated on a dense grid
+    of ``grid_points`` inputs spanning the task's context and targets (its predictive at
+    any input); an autoregressive model at the target inputs, from joint samples (a
+    sample on a dense grid would take one step per grid point). ``num_samples``: sample
+    paths to draw (joint paths for autoregressive models, independent per-point draws,
+    shown as dots, for conditional ones). 2-D inputs: maps of the predictive mean and
+    stddev at the targets (two axes per task), context locations marked.
+    ``axes``: ``num_tasks`` axes (1-D) or ``num_tasks x 2`` (2-D) to draw into.
     """
     check_int("plot", "num_tasks", num_tasks)
     check_int("plot", "num_samples", num_samples, minimum=0)
+    check_int("plot", "grid_points", grid_points, minimum=2)
     batch = {k: np.asarray(v) for k, v in with_masks(batch).items()}
-    out = {k: np.asarray(v) for k, v in predict(model, batch, num_samples=num_samples).items()}
     n = min(num_tasks, batch["xt"].shape[0])
+    batch = {k: v[:n] for k, v in batch.items()}
     dim_x = batch["xt"].shape[-1]
+    if dim_x not in (1, 2):
+        raise ValueError(f"plots support 1-D and 2-D inputs; this batch has dim_x={dim_x}")
+    fig, axes = _figure(axes, n, dim_x)
     if dim_x == 1:
-        fig, axes = plt.subplots(n, 1, figsize=(9, 2.6 * n), squeeze=False)
+        causal = getattr(model, "causal", False)
+        xs = batch["xt"] if causal else dense_grid(batch, grid_points)
+        query = {**batch, "xt": xs, "yt": np.zeros(xs.shape[:2] + batch["yt"].shape[2:], np.float32),
+                 "mask_t": batch["mask_t"] if causal else np.ones(xs.shape[:2], np.float32)}
+        out = {k: np.asarray(v) for k, v in predict(model, query, num_samples=num_samples, seed=seed).items()}
         for i in range(n):
-            _plot_1d(axes[i, 0], batch, out, i)
-    elif dim_x == 2:
-        fig, axes = plt.subplots(n, 2, figsize=(10, 4.2 * n), squeeze=False)
+            _plot_1d(axes[i][0], batch, query, out, i, joint=causal)
+    else:
+        out = {k: np.asarray(v) for k, v in predict(model, batch).items()}
         for i in range(n):
             _plot_2d(fig, axes[i], batch, out, i)
-    else:
-        raise ValueError(f"plots support 1-D and 2-D inputs; this batch has dim_x={dim_x}")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def _plot_1d(ax, batch, out, i):
-    mc, mt = batch["mask_c"][i] > 0, batch["mask_t"][i] > 0
-    xt = batch["xt"][i, mt, 0]
-    order = np.argsort(xt)
-    xs = xt[order]
-    mean = out["mean"][i, mt, 0][order]
-    std = out["stddev"][i, mt, 0][order]
-    ax.fill_between(xs, mean - 1.96 * std, mean + 1.96 * std, color="tab:blue", alpha=0.25,
+def dense_grid(batch, grid_points):
+    """``[B, G, 1]`` evenly spaced inputs per task over its real context and target
+    inputs, widened by 5% on each side."""
+    grids = []
+    for i in range(batch["xt"].shape[0]):
+        xs = np.concatenate([batch["xc"][i, batch["mask_c"][i] > 0, 0], batch["xt"][i, batch["mask_t"][i] > 0, 0]])
+        lo, hi = xs.min(), xs.max()
+        pad = 0.05 * (hi - lo) if hi > lo else 1.0
+        grids.append(np.linspace(lo - pad, hi + pad, grid_points))
+    return np.stack(grids)[..., None].astype(np.float32)
+
+
+def _figure(axes, n, dim_x):
+    """``(figure, rows of axes)``: the given axes' figure, or a new Figure."""
+    cols = 1 if dim_x == 1 else 2
+    if axes is None:
+        fig = Figure(figsize=(9, 2.6 * n) if dim_x == 1 else (10, 4.2 * n), layout="tight")
+        return fig, fig.subplots(n, cols, squeeze=False)
+    rows = np.asarray(axes, dtype=object).reshape(-1, cols)
+    if len(rows) < n:
+        raise ValueError(f"plot_predictions: {n} task(s) need {n * cols} axes, got {rows.size}")
+    return rows[0, 0].figure, rows
+
+
+def _plot_1d(ax, batch, query, out, i, joint):
+    mc, mt, mq = batch["mask_c"][i] > 0, batch["mask_t"][i] > 0, query["mask_t"][i] > 0
+    xq = query["xt"][i, mq, 0]
+    order = np.argsort(xq)
+    xs = xq[order]
+    mean, std = out["mean"][i, mq, 0][order], out["stddev"][i, mq, 0][order]
+    ax.fill_between(xs, mean - Z95 * std, mean + Z95 * std, color="tab:blue", alpha=0.25,
                     label="95% band")
     ax.plot(xs, mean, color="tab:blue", lw=1.5, label="predictive mean")
     for s in out.get("samples", np.zeros((0,)))[:5]:
-        ax.plot(xs, s[i, mt, 0][order], color="tab:purple", lw=0.6, alpha=0.7)
-    ax.scatter(xt, batch["yt"][i, mt, 0], s=8, color="tab:gray", label="targets")
+        if joint:
+            ax.plot(xs, s[i, mq, 0][order], color="tab:purple", lw=0.6, alpha=0.7)
+        else:
+            ax.scatter(xs, s[i, mq, 0][order], s=2, color="tab:purple", alpha=0.5)
+    ax.scatter(batch["xt"][i, mt, 0], batch["yt"][i, mt, 0], s=8, color="tab:gray", label="targets")
     ax.scatter(batch["xc"][i, mc, 0], batch["yc"][i, mc, 0], s=18, color="black", label="context",
                zorder=3)
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
     ax.legend(loc="upper right", fontsize=7, ncol=4)
 
 
@@ -67,4 +114,6 @@ def _plot_2d(fig, axes, batch, out, i):
         ax.scatter(batch["xc"][i, mc, 0], batch["xc"][i, mc, 1], s=6, color="white",
                    edgecolors="black", linewidths=0.3, label="context")
         ax.set_title(label)
+        ax.set_xlabel("x1")
+        ax.set_ylabel("x2")
         fig.colorbar(image, ax=ax)

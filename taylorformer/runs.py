@@ -44,4 +44,6 @@ def plot_run(run_dir, out=None, task=None, task_config=None, checkpoint="best", 
     batch = next(iter(task_obj.dataset("test", batch_size=num_tasks, num_batches=1)))
     out = out or os.path.join(run_dir, "predictions.png")
     title = f"{config['task'] if task is None else task}: {model.spec.get('description') or model.name}"
-    return plot_predictions(model, batch, out, num_tasks=num_tasks, num_samples=num_samples, title=title)
+    fig = plot_predictions(model, batch, num_tasks=num_tasks, num_samples=num_samples, title=title)
+    fig.savefig(out, dpi=110)
+    return out

@@ -1,8 +1,10 @@
 """Time-series forecasting tasks read from CSV files (plugin ``builtin-csv``).
 
-Registers the task ``csv`` (:class:`CSVSeriesTask`) and two presets following the
-Taylorformer forecasting protocol (paper Sec. 4.2): ``ett`` (ETTh1, target ``OT``) and
-``exchange-rate`` (Lai et al. 2018, target: last column, named ``OT``).
+Registers the task ``csv`` (:class:`CSVSeriesTask`) and presets following the
+Taylorformer forecasting protocol (paper Sec. 4.2) on the named datasets of
+:mod:`taylorformer.tasks.datasets` (fetched on first use): ``ett`` (= ``etth1``),
+``etth2``, ``ettm1``, ``ettm2`` (target oil temperature ``OT``), ``exchange-rate`` and
+``electricity`` (Lai et al. 2018; target: the last column, named ``OT``).
 
 Protocol, for a series of ``N`` rows (after NaN handling) and one window of
 ``W = context_length + horizon`` consecutive rows:
@@ -33,44 +35,25 @@ import numpy as np
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import MAX_COUNT, Task, dataset_args
+from taylorformer.tasks import datasets
 
-DATA_DIR_ENV = "TAYLORFORMER_DATA_DIR"
 NAN_POLICIES = ("error", "drop", "ffill")
 SPLITS = ("train", "val", "test")
 MAX_LISTED = 10  # rows/values quoted in an error message
 
 
 class DataFileNotFoundError(TaskError, FileNotFoundError):
-    """A task's data file exists in none of the places searched."""
-
-
-def data_dirs():
-    """Directories searched for relative data paths, in order.
-
-    ``$TAYLORFORMER_DATA_DIR`` alone if set; otherwise ``shared/data`` next to the
-    repository checkout, then ``./shared/data`` and ``../shared/data`` (cwd-relative).
-    """
-    if os.environ.get(DATA_DIR_ENV):
-        return [Path(os.environ[DATA_DIR_ENV]).expanduser()]
-    cwd = Path.cwd()
-    dirs = [Path(__file__).resolve().parents[1].parent / "shared" / "data",
-            cwd / "shared" / "data", cwd.parent / "shared" / "data"]
-    return list(dict.fromkeys(d.resolve() for d in dirs))
+    """A task's data file does not exist."""
 
 
 def resolve_path(path):
-    """Absolute path of ``path``: as given (absolute or cwd-relative), else under :func:`data_dirs`."""
-    given = Path(path).expanduser()
-    candidates = [given.resolve()]
-    if not given.is_absolute():
-        candidates += [d / given for d in data_dirs()]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    searched = "\n  ".join(str(c) for c in candidates)
-    raise DataFileNotFoundError(
-        f"data file {str(path)!r} not found; searched:\n  {searched}\n"
-        f"Pass path= an existing file or set {DATA_DIR_ENV} to the data directory.")
+    """Absolute path of the file ``path`` (absolute, or relative to the cwd)."""
+    found = Path(path).expanduser().resolve()
+    if not found.is_file():
+        raise DataFileNotFoundError(
+            f"data file {str(path)!r} not found (looked for {found}). Pass path= an existing file, "
+            f"or dataset= a named dataset ({', '.join(sorted(datasets.DATASETS))}), fetched on first use.")
+    return found
 
 
 def _rows(index):
@@ -101,8 +84,9 @@ class CSVSeriesTask(Task):
     """Forecast the next ``horizon`` rows of CSV columns from the previous ``context_length``.
 
     Args:
-        path: CSV file (``.gz`` etc. decompressed by pandas); a relative path is tried
-            against the cwd, then against :func:`data_dirs`.
+        path: CSV file (``.gz`` etc. decompressed by pandas; relative to the cwd).
+        dataset: a named dataset of :mod:`taylorformer.tasks.datasets` (downloaded and
+            checked on first use, then read from the cache); ``path`` wins if both are given.
         target_columns: column name or list of names; ``dim_y`` is their count.
         date_column: optional column parsed as dates (must be non-decreasing).
         column_names: names for a file without a header row (one per column); ``None``
@@ -118,11 +102,18 @@ class CSVSeriesTask(Task):
     name = "csv"
     dim_x = 1
 
-    def __init__(self, path=None, target_columns=None, date_column=None, column_names=None,
+    def __init__(self, path=None, dataset=None, target_columns=None, date_column=None, column_names=None,
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,
                  nan_policy="error"):
-        if not isinstance(path, (str, os.PathLike)) or not str(path):
-            raise TaskError(f"csv task needs path= (a CSV file name), got {path!r}")
+        if path is not None:  # a local copy wins over a preset's dataset name
+            dataset = None
+        elif dataset is None:
+            raise TaskError("csv task needs path= (a CSV file) or dataset= (a named dataset: "
+                            f"{', '.join(sorted(datasets.DATASETS))})")
+        if path is not None and (not isinstance(path, (str, os.PathLike)) or not str(path)):
+            raise TaskError(f"csv task: path must be a CSV file name, got {path!r}")
+        if dataset is not None and not isinstance(dataset, str):
+            raise TaskError(f"csv task: dataset must be a dataset name, got {dataset!r}")
         self.context_length = _positive_int("context_length", context_length)
         self.horizon = _positive_int("horizon", horizon)
         self.eval_stride = _positive_int("eval_stride", eval_stride)
@@ -130,19 +121,19 @@ class CSVSeriesTask(Task):
             raise TaskError(f"csv task: nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
         self.nan_policy = nan_policy
         self.split = _check_split(split)
-        self.path = str(path)
+        self.path, self.dataset_name = None if path is None else str(path), dataset
         self.column_names = None if column_names is None else _names("column_names", column_names, False)
         if not (date_column is None or isinstance(date_column, str)
                 or (isinstance(date_column, int) and not isinstance(date_column, bool))):
             raise TaskError(f"csv task: date_column must be None or one column name, got {date_column!r}")
         self.date_column = None if date_column is None else str(date_column)
         if target_columns is None:
-            raise TaskError(f"csv task on {self.path!r} needs target_columns= (one or more columns)")
+            raise TaskError(f"csv task on {self.path or self.dataset_name!r} needs target_columns= (one or more columns)")
         self.target_columns = _names("target_columns", target_columns)
         if not self.target_columns or len(set(self.target_columns)) != len(self.target_columns):
             raise TaskError(f"csv task: target_columns must be one or more distinct names, got {target_columns!r}")
         self.dim_y = len(self.target_columns)
-        self.resolved_path = resolve_path(self.path)
+        self.resolved_path = resolve_path(self.path) if dataset is None else datasets.fetch(dataset)
         self._load()
 
     # ------------------------------------------------------------------ loading
@@ -267,7 +258,7 @@ class CSVSeriesTask(Task):
 
     # ------------------------------------------------------------------ queries
     def get_config(self):
-        return {"path": self.path, "target_columns": list(self.target_columns),
+        return {"path": self.path, "dataset": self.dataset_name, "target_columns": list(self.target_columns),
                 "date_column": self.date_column, "column_names": self.column_names,
                 "split": list(self.split), "context_length": self.context_length,
                 "horizon": self.horizon, "eval_stride": self.eval_stride,
@@ -366,20 +357,32 @@ def _check_split(split):
     return tuple(float(r) for r in ratios)
 
 
-#: ETTh1 (Zhou et al. 2021): hourly, 17,420 rows; target oil temperature OT.
-ETT_PRESET = {"path": "ett/ETTh1.csv", "date_column": "date", "target_columns": ["OT"]}
-#: Exchange rates of 8 countries (Lai et al. 2018), daily, 7,588 rows, no header, no
-#: dates. Columns are named as in the Autoformer CSV ("0".."6", "OT"): the target OT is
-#: the last column (Singapore), the series the Taylorformer paper calls "OT".
-EXCHANGE_PRESET = {"path": "exchange_rate/exchange_rate.txt.gz", "target_columns": ["OT"],
-                   "column_names": [str(i) for i in range(7)] + ["OT"]}
+#: ETT (Zhou et al. 2021): ETTh1/ETTh2 hourly (17,420 rows), ETTm1/ETTm2 every 15 min;
+#: target oil temperature OT.
+ETT_PRESET = {"date_column": "date", "target_columns": ["OT"]}
+#: Lai et al. (2018): exchange rates of 8 countries (daily, 7,588 rows) and electricity
+#: use of 321 clients (hourly), no header, no dates. Columns are named as in the
+#: Autoformer CSVs ("0", "1", ..., "OT"): the target OT is the last column (for exchange
+#: rates Singapore, the series the Taylorformer paper calls "OT").
+LAI_COLUMNS = {"exchange-rate": 8, "electricity": 321}
+
+
+def lai_preset(name):
+    """Preset options of the Lai et al. (2018) series ``name``."""
+    n = LAI_COLUMNS[name]
+    return {"dataset": name, "target_columns": ["OT"], "column_names": [str(i) for i in range(n - 1)] + ["OT"]}
 
 
 @hookimpl
 def register_tasks(register):
     register("csv", CSVSeriesTask,
              description="Forecasting task on CSV columns: chronological split, train-stat z-scores, x in [-1, 1]")
-    register("ett", functools.partial(CSVSeriesTask, **ETT_PRESET),
+    register("ett", functools.partial(CSVSeriesTask, dataset="etth1", **ETT_PRESET),
              description="ETTh1 oil temperature (OT) forecasting, split 69/11/20, context 96, horizon 96")
-    register("exchange-rate", functools.partial(CSVSeriesTask, **EXCHANGE_PRESET),
+    for name in ("etth2", "ettm1", "ettm2"):
+        register(name, functools.partial(CSVSeriesTask, dataset=name, **ETT_PRESET),
+                 description=f"{name[:3].upper()}{name[3:]} oil temperature (OT) forecasting, as 'ett'")
+    register("exchange-rate", functools.partial(CSVSeriesTask, **lai_preset("exchange-rate")),
              description="Daily exchange rate (last column, OT) forecasting, split 69/11/20, context 96, horizon 96")
+    register("electricity", functools.partial(CSVSeriesTask, **lai_preset("electricity")),
+             description="Hourly electricity use (last client, OT) forecasting, split 69/11/20, context 96, horizon 96")

@@ -1,8 +1,10 @@
-"""Shared fixtures: fake installed distributions for registry tests, TF settings."""
+"""Shared fixtures: fake installed distributions for registry tests, TF settings, and an
+offline mirror of the named datasets."""
 import importlib
 import os
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +49,31 @@ def _no_xla_unless_asked(monkeypatch):
     rule = training.resolve_jit_compile
     monkeypatch.setattr(training, "resolve_jit_compile",
                         lambda value, strategy: rule(False if value == "auto" else value, strategy))
+
+
+#: the real data files beside this checkout (in CI too, never on a user's machine)
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+#: mirror file name -> its place in SHARED_DATA
+MIRRORED = {"ETTh1.csv": "ett/ETTh1.csv", "exchange_rate.txt.gz": "exchange_rate/exchange_rate.txt.gz"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_mirror(tmp_path_factory):
+    """Named datasets come from a flat ``file://`` mirror of SHARED_DATA into a fresh cache,
+    for this process and its subprocesses: tests never touch the network, and the
+    download-and-check path runs on the real files."""
+    from taylorformer.tasks.datasets import CACHE_ENV, MIRROR_ENV
+
+    mirror = tmp_path_factory.mktemp("mirror")
+    for name, place in MIRRORED.items():
+        if (SHARED_DATA / place).is_file():
+            (mirror / name).symlink_to(SHARED_DATA / place)
+    saved = {key: os.environ.get(key) for key in (MIRROR_ENV, CACHE_ENV)}
+    os.environ[MIRROR_ENV] = mirror.as_uri()
+    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("cache"))
+    yield mirror
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

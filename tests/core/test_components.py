@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from taylorformer import registry, testing
-from taylorformer.tasks.csv_series import DataFileNotFoundError
+from taylorformer.errors import TaskError
 
 SMALL = {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}
 ATTENTION = {"te": {"kernel_width": 8}}
@@ -62,5 +62,7 @@ def test_task(name, tmp_path):
         config = {"path": str(path), "target_columns": "y", "context_length": 16, "horizon": 8}
     try:
         testing.check_task(name, **config)
-    except DataFileNotFoundError as exc:  # named datasets read ../shared/data in this repository
+    except TaskError as exc:  # a named dataset the test mirror (tests/conftest.py) does not hold
+        if "could not download" not in str(exc):
+            raise
         pytest.skip(str(exc))

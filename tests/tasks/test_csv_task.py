@@ -1,20 +1,19 @@
 """CSV forecasting task (tasks/csv_series.py) against independent computations."""
+import hashlib
 import inspect
 import json
+import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from taylorformer import registry
-from taylorformer.errors import SpecError
+from taylorformer.errors import SpecError, TaskError
 from taylorformer.task import make_task
-from taylorformer.tasks.csv_series import (
-    DATA_DIR_ENV,
-    CSVSeriesTask,
-    DataFileNotFoundError,
-    data_dirs,
-)
+from taylorformer.tasks import datasets
+from taylorformer.tasks.csv_series import CSVSeriesTask, DataFileNotFoundError
+from tests.conftest import SHARED_DATA
 
 
 def write_csv(tmp_path, n=100, name="series.csv", **columns):
@@ -204,26 +203,63 @@ def test_constant_and_unordered_series_are_rejected(tmp_path):
         make(path)
 
 
-def test_missing_file_lists_places_searched(tmp_path, monkeypatch):
-    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+def test_missing_file_is_named(tmp_path):
     with pytest.raises(DataFileNotFoundError, match="nope.csv") as err:
-        make("nope.csv")
-    assert str(tmp_path / "data" / "nope.csv") in str(err.value)
-    assert isinstance(err.value, FileNotFoundError)
+        make(tmp_path / "nope.csv")
+    assert "dataset=" in str(err.value) and isinstance(err.value, FileNotFoundError)
 
 
-def test_data_dir_env_var_and_path_override(tmp_path, monkeypatch):
-    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
-    assert data_dirs() == [tmp_path]
-    (tmp_path / "ett").mkdir()
-    write_csv(tmp_path / "ett", n=300, name="ETTh1.csv", OT=np.sin(np.arange(300.0)))
-    ett = registry.get("task", "ett")(context_length=4, horizon=2)
-    assert ett.resolved_path == tmp_path / "ett" / "ETTh1.csv"
-    assert ett.split_bounds["train"] == (0, 207) and ett.target_columns == ["OT"]
+def test_a_local_path_overrides_a_presets_dataset(tmp_path):
     other = write_csv(tmp_path, n=100, name="other.csv", OT=np.cos(np.arange(100.0)))
-    assert registry.get("task", "ett")(path=str(other), context_length=4, horizon=2).resolved_path == other
-    monkeypatch.delenv(DATA_DIR_ENV)
-    assert data_dirs()[-1].name == "data" and data_dirs()[-1].parent.name == "shared"
+    ett = registry.get("task", "ett")(path=str(other), context_length=4, horizon=2)
+    assert ett.resolved_path == other and ett.split_bounds["train"] == (0, 69)
+    assert make_task("ett", ett.get_config()).resolved_path == other
+
+
+def test_named_dataset_is_fetched_from_the_mirror_checked_and_cached(tmp_path, monkeypatch):
+    source = SHARED_DATA / "ett" / "ETTh1.csv"
+    if not source.is_file():
+        pytest.skip("no ../shared/data beside this checkout")
+    mirror, cache = tmp_path / "mirror", tmp_path / "cache"
+    mirror.mkdir()
+    (mirror / "ETTh1.csv").write_bytes(source.read_bytes())
+    monkeypatch.setenv(datasets.MIRROR_ENV, str(mirror))  # a plain folder works as a mirror
+    monkeypatch.setenv(datasets.CACHE_ENV, str(cache))
+    path = datasets.fetch("etth1")
+    assert path == cache / "datasets" / "ETTh1.csv"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == hashlib.sha256(source.read_bytes()).hexdigest()
+    (mirror / "ETTh1.csv").unlink()  # from now on only the cache has it
+    assert registry.get("task", "ett")().resolved_path == path
+
+
+def test_a_corrupt_download_is_refused_and_removed(tmp_path, monkeypatch):
+    (tmp_path / "ETTh1.csv").write_text("date,OT\n2020-01-01,1\n")
+    monkeypatch.setenv(datasets.MIRROR_ENV, (tmp_path).as_uri())
+    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
+    with pytest.raises(TaskError, match="sha256 .* expected f18de3ad.*removed"):
+        datasets.fetch("etth1")
+    assert not (tmp_path / "cache" / "datasets" / "ETTh1.csv").exists()
+
+
+def test_offline_without_a_copy_names_the_url_and_where_to_put_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv(datasets.MIRROR_ENV, (tmp_path / "empty").as_uri())
+    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
+    with pytest.raises(TaskError) as err:
+        make_task("exchange-rate")
+    message = str(err.value)
+    assert (tmp_path / "empty" / "exchange_rate.txt.gz").as_uri() in message
+    assert str(tmp_path / "cache" / "datasets") in message and datasets.MIRROR_ENV in message
+
+
+def test_git_blob_digest_matches_git(tmp_path):
+    path = write_csv(tmp_path, n=50)
+    expected = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True, check=True)
+    assert datasets.digest_of(path, "git-blob") == expected.stdout.strip()
+
+
+def test_unknown_dataset_suggests_a_name():
+    with pytest.raises(TaskError, match="unknown dataset 'etth3'; did you mean 'etth[12]'"):
+        datasets.fetch("etth3")
 
 
 # Rows per split at context 96, horizon 96 (split 69/11/20, windows inside a split).
@@ -232,12 +268,10 @@ REAL = {"ett": (17420, {"train": (0, 12019), "val": (12019, 13936), "test": (139
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
-def test_real_presets_load(name, monkeypatch):
-    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    try:
-        task = registry.get("task", name)()
-    except DataFileNotFoundError:
-        pytest.skip(f"data for {name} not available")
+def test_real_presets_load(name):
+    if not any(SHARED_DATA.iterdir() if SHARED_DATA.is_dir() else []):
+        pytest.skip("no ../shared/data beside this checkout")
+    task = registry.get("task", name)()  # through the test mirror (tests/conftest.py)
     rows, bounds = REAL[name]
     assert len(task.values) == rows and task.split_bounds == bounds and task.dim_y == 1
     b = next(iter(task.dataset("test", batch_size=2)))

@@ -9,10 +9,9 @@ from hypothesis import strategies as st
 from taylorformer import components, registry
 from taylorformer.errors import TaskError
 from taylorformer.task import available_memory, make_task
-from taylorformer.tasks.csv_series import DataFileNotFoundError
+from taylorformer.tasks.csv_series import LAI_COLUMNS, DataFileNotFoundError
 
 BUILTIN_TASKS = sorted(n for n in registry.names("task") if registry.entry("task", n).plugin.startswith("builtin-"))
-CSV_TASKS = ("csv", "ett", "exchange-rate")
 INF, NAN = float("inf"), float("nan")
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -35,9 +34,14 @@ def csv_files(tmp_path_factory):
     series = np.sin(t / 10.0) + t / 1000.0
     pd.DataFrame({"date": pd.date_range("2020-01-01", periods=2000, freq="h"), "OT": series,
                   "y": series}).to_csv(root / "ett.csv", index=False)
-    pd.DataFrame(np.stack([series + i for i in range(8)], 1)).to_csv(root / "ex.csv", index=False, header=False)
-    return {"csv": {"path": str(root / "ett.csv"), "target_columns": "y"},
-            "ett": {"path": str(root / "ett.csv")}, "exchange-rate": {"path": str(root / "ex.csv")}}
+    files = {"csv": {"path": str(root / "ett.csv"), "target_columns": "y"}}
+    for name in ("ett", "etth2", "ettm1", "ettm2"):  # local copies instead of the named datasets
+        files[name] = {"path": str(root / "ett.csv")}
+    for name, columns in LAI_COLUMNS.items():
+        pd.DataFrame(np.stack([series + i for i in range(columns)], 1)).to_csv(
+            root / f"{name}.csv", index=False, header=False)
+        files[name] = {"path": str(root / f"{name}.csv")}
+    return files
 
 
 def assert_finite_batch(task):

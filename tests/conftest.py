@@ -57,6 +57,14 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MIRRORED = {"ETTh1.csv": "ett/ETTh1.csv", "exchange_rate.txt.gz": "exchange_rate/exchange_rate.txt.gz"}
 
 
+@pytest.fixture
+def shared_data():
+    """:data:`SHARED_DATA` (skips the test where this checkout has none beside it)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("no ../shared/data beside this checkout")
+    return SHARED_DATA
+
+
 @pytest.fixture(scope="session", autouse=True)
 def data_mirror(tmp_path_factory):
     """Named datasets come from a flat ``file://`` mirror of SHARED_DATA into a fresh cache,

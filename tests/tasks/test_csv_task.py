@@ -13,7 +13,6 @@ from taylorformer.errors import SpecError, TaskError
 from taylorformer.task import make_task
 from taylorformer.tasks import datasets
 from taylorformer.tasks.csv_series import CSVSeriesTask, DataFileNotFoundError
-from tests.conftest import SHARED_DATA
 
 
 def write_csv(tmp_path, n=100, name="series.csv", **columns):
@@ -216,10 +215,8 @@ def test_a_local_path_overrides_a_presets_dataset(tmp_path):
     assert make_task("ett", ett.get_config()).resolved_path == other
 
 
-def test_named_dataset_is_fetched_from_the_mirror_checked_and_cached(tmp_path, monkeypatch):
-    source = SHARED_DATA / "ett" / "ETTh1.csv"
-    if not source.is_file():
-        pytest.skip("no ../shared/data beside this checkout")
+def test_named_dataset_is_fetched_from_the_mirror_checked_and_cached(tmp_path, monkeypatch, shared_data):
+    source = shared_data / "ett" / "ETTh1.csv"
     mirror, cache = tmp_path / "mirror", tmp_path / "cache"
     mirror.mkdir()
     (mirror / "ETTh1.csv").write_bytes(source.read_bytes())
@@ -268,9 +265,7 @@ REAL = {"ett": (17420, {"train": (0, 12019), "val": (12019, 13936), "test": (139
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
-def test_real_presets_load(name):
-    if not any(SHARED_DATA.iterdir() if SHARED_DATA.is_dir() else []):
-        pytest.skip("no ../shared/data beside this checkout")
+def test_real_presets_load(name, shared_data):
     task = registry.get("task", name)()  # through the test mirror (tests/conftest.py)
     rows, bounds = REAL[name]
     assert len(task.values) == rows and task.split_bounds == bounds and task.dim_y == 1

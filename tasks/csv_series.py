@@ -34,7 +34,7 @@ import numpy as np
 
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import MAX_COUNT, Task, dataset_args
+from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, dataset_args
 from taylorformer.tasks import datasets
 
 NAN_POLICIES = ("error", "drop", "ffill")
@@ -61,12 +61,6 @@ def _rows(index):
     index = [int(i) for i in index]
     more = f" and {len(index) - MAX_LISTED} more" if len(index) > MAX_LISTED else ""
     return f"{index[:MAX_LISTED]}{more}"
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 < value <= MAX_COUNT:
-        raise TaskError(f"csv task: {name} must be a positive integer (at most {MAX_COUNT}), got {value!r}")
-    return int(value)
 
 
 def _names(field, value, allow_one=True):
@@ -114,12 +108,10 @@ class CSVSeriesTask(Task):
             raise TaskError(f"csv task: path must be a CSV file name, got {path!r}")
         if dataset is not None and not isinstance(dataset, str):
             raise TaskError(f"csv task: dataset must be a dataset name, got {dataset!r}")
-        self.context_length = _positive_int("context_length", context_length)
-        self.horizon = _positive_int("horizon", horizon)
-        self.eval_stride = _positive_int("eval_stride", eval_stride)
-        if not (isinstance(nan_policy, str) and nan_policy in NAN_POLICIES):
-            raise TaskError(f"csv task: nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
-        self.nan_policy = nan_policy
+        self.context_length = check_int("csv task", "context_length", context_length, 1, MAX_COUNT)
+        self.horizon = check_int("csv task", "horizon", horizon, 1, MAX_COUNT)
+        self.eval_stride = check_int("csv task", "eval_stride", eval_stride, 1, MAX_COUNT)
+        self.nan_policy = check_choice("csv task", "nan_policy", nan_policy, NAN_POLICIES)
         self.split = _check_split(split)
         self.path, self.dataset_name = None if path is None else str(path), dataset
         self.column_names = None if column_names is None else _names("column_names", column_names, False)

@@ -1,11 +1,14 @@
-"""Likelihood heads (plugin ``builtin-likelihoods``): ``normal``, ``student-t``, ``mixture``.
+"""Likelihood heads (plugin ``builtin-likelihoods``): ``normal``, ``student-t``, ``mixture``,
+``bernoulli``.
 
 Protocol of a likelihood (kind ``likelihood``): a class built with its options, with
 
 * ``num_params(dim_y) -> int``: width of the raw head output per point;
 * ``parameters(raw [B, N, P]) -> dict`` of float32 tensors ``[B, N, Dy]`` (constrained);
 * ``distribution(params) -> tfd.Distribution`` with batch shape ``[B, N, Dy]``;
-* ``get_config() -> dict`` of its options.
+* ``get_config() -> dict`` of its options;
+* optionally ``support``: the values a discrete output takes (``taylorformer.testing``
+  then checks that the probabilities sum to one over them instead of integrating).
 
 The network emits raw tensors; only these objects touch tensorflow-probability
 (``tfp.layers`` is Keras-2 only).
@@ -88,8 +91,28 @@ class Mixture:
         return {"components": self.components, "min_scale": self.min_scale}
 
 
+class Bernoulli:
+    """Binary outputs ``y`` in {0, 1}, independent per output dimension: ``P(y = 1) =
+    sigmoid(raw)``. Predictive mean ``p``, stddev ``sqrt(p (1 - p))``."""
+
+    support = (0.0, 1.0)
+
+    def num_params(self, dim_y):
+        return dim_y
+
+    def parameters(self, raw):
+        return {"logits": tf.cast(raw, tf.float32)}
+
+    def distribution(self, params):
+        return tfd.Bernoulli(logits=params["logits"], dtype=tf.float32)
+
+    def get_config(self):
+        return {}
+
+
 @hookimpl
 def register_likelihoods(register):
     register("normal", Normal, aliases=["gaussian"])
     register("student-t", StudentT)
     register("mixture", Mixture, description="Mixture of Gaussians per output dimension.")
+    register("bernoulli", Bernoulli, description="Binary outputs in {0, 1}: P(y = 1) = sigmoid(raw).")

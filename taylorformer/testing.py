@@ -198,8 +198,9 @@ def check_encoder(name, dim_x=1, dim_y=1, **options):
 
 def check_likelihood(name, dim_y=2, continuous=True, **options):
     """Parameter and distribution shapes, densities that integrate to one (per output dim,
-    on a grid over [-60, 60]; ``continuous=False`` skips this for discrete outputs), and a
-    ``get_config`` round trip."""
+    on a grid over [-60, 60]; for a likelihood with a discrete ``support``, probabilities
+    that sum to one over it; ``continuous=False`` skips this), and a ``get_config`` round
+    trip."""
     cls = registry.get("likelihood", name)
     lik = cls(**options)
     p = lik.num_params(dim_y)
@@ -208,7 +209,12 @@ def check_likelihood(name, dim_y=2, continuous=True, **options):
     dist = lik.distribution(params)
     assert tuple(dist.batch_shape) == (2, 3, dim_y), f"{name}: batch shape {dist.batch_shape} != (2, 3, {dim_y})"
     assert all(v.dtype == tf.float32 for v in params.values()), f"{name}: parameters must be float32"
-    if continuous:
+    support = getattr(lik, "support", None)
+    if support is not None:
+        values = np.asarray(support, np.float32)[:, None, None, None]
+        mass = np.exp(np.asarray(dist.log_prob(values), np.float64)).sum(0)  # [2, 3, Dy]
+        np.testing.assert_allclose(mass, 1.0, atol=1e-5, err_msg=f"{name}: probabilities do not sum to 1")
+    elif continuous:
         grid = np.linspace(-60.0, 60.0, 120001, dtype=np.float32)
         dens = np.exp(np.asarray(dist.log_prob(grid[:, None, None, None]), np.float64))  # [G, 2, 3, Dy]
         mass = np.trapezoid(dens, grid, axis=0) if hasattr(np, "trapezoid") else np.trapz(dens, grid, axis=0)

@@ -154,3 +154,18 @@ def test_pad_tasks_pads_feature_groups_with_their_set():
     assert batch["sc"].shape == (2, 3, 2) and batch["st"].shape == (2, 4, 2)
     np.testing.assert_array_equal(batch["sc"][0, :, 0], [3.0, 3.0, 0.0])
     np.testing.assert_array_equal(batch["mask_c"], [[1, 1, 0], [1, 1, 1]])
+
+
+def test_bernoulli_loglik_and_predictive_match_numpy():
+    rng = np.random.default_rng(3)
+    model = small("tnp-d", dim_x=1, dim_y=2, likelihood="bernoulli")
+    batch = random_batch(rng, dy=2)
+    batch = {**batch, "yc": (batch["yc"] > 0).astype(np.float32), "yt": (batch["yt"] > 0).astype(np.float32)}
+    logits = np.asarray(model(batch)["logits"], np.float64)  # [B, Nt, 2]
+    p = 1.0 / (1.0 + np.exp(-logits))
+    y = batch["yt"].astype(np.float64)
+    expected = (y * np.log(p) + (1 - y) * np.log1p(-p)).sum(-1).mean(-1)  # per task, per target point
+    np.testing.assert_allclose(np.asarray(tfm.loglik(model, batch)), expected, rtol=1e-5)
+    out = tfm.predict(model, batch)
+    np.testing.assert_allclose(out["mean"], p, rtol=1e-5)
+    np.testing.assert_allclose(out["stddev"], np.sqrt(p * (1 - p)), rtol=1e-4)

@@ -68,11 +68,12 @@ def source_url(entry):
 
 
 def digest_of(path, kind):
-    """``path``'s digest of ``kind`` (``sha256`` or ``git-blob``) as hex."""
-    data = Path(path).read_bytes()
-    if kind == "git-blob":
-        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-    return hashlib.sha256(data).hexdigest()
+    """``path``'s digest of ``kind`` (``sha256`` or ``git-blob``) as hex, read in chunks."""
+    digest = hashlib.sha1(b"blob %d\0" % os.path.getsize(path)) if kind == "git-blob" else hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def fetch(name):

@@ -34,8 +34,8 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import (Task, box_config, check_dim_x, check_number, count_range, input_box,
-                               input_shift, real_pair, split_names)
+from taylorformer.task import (Task, box_config, check_bool, check_dim_x, check_number, count_range,
+                               input_box, input_shift, real_pair, split_names)
 
 
 def sawtooth(x, direction, freq, phase):
@@ -81,9 +81,7 @@ class SawtoothTask(Task):
         self.context_box = input_box("context_range", context_range, dim_x, owner=owner)
         self.target_box = self.context_box if target_range is None else input_box(
             "target_range", target_range, dim_x, owner=owner)
-        if not isinstance(restricted, bool):
-            raise TaskError(f"{owner} 'restricted' must be true or false, got {restricted!r}")
-        if restricted and dim_x != 2:
+        if check_bool(owner, "restricted", restricted) and dim_x != 2:
             raise TaskError(f"{owner} 'restricted' needs dim_x = 2")
         self.restricted = restricted
         if rotation is not None:

@@ -1,8 +1,7 @@
 """Finished runs: load the model and task of a run directory, evaluate, plot."""
 import os
 
-from taylorformer.errors import SpecError
-from taylorformer.checks import check_int
+from taylorformer.checks import check_choice, check_int
 from taylorformer.evaluation import check_evaluate_options, evaluate
 from taylorformer.run_dir import RunDirectory
 from taylorformer.task import make_task
@@ -11,8 +10,7 @@ from taylorformer.task import make_task
 def load_run(run_dir, checkpoint="best", task=None, task_config=None):
     """(model, task, config) of a run; ``checkpoint`` is ``best`` or ``model`` (last; each
     falls back to the other, with a warning, where missing or corrupt)."""
-    if checkpoint not in ("best", "model"):
-        raise SpecError(f"run 'checkpoint' must be 'best' or 'model', got {checkpoint!r}")
+    check_choice("run", "checkpoint", checkpoint, ("best", "model"))
     run = RunDirectory(run_dir)
     config = run.read_config()
     model = run.load_model(checkpoint)

@@ -18,8 +18,10 @@ resolved spec is the model's Keras config, so ``model.save`` /
 nested component is called after its kind: ``attention`` or ``attention_<role>``.
 """
 import copy
+import functools
 import json
 import os
+import re
 
 from taylorformer import components, registry
 from taylorformer.checks import check_choice, check_int, check_widths
@@ -152,12 +154,13 @@ def _check_types(spec):
 # ---------------------------------------------------------------- option value checks
 # (the generic ones are in taylorformer.checks)
 
+@functools.lru_cache(maxsize=None)
 def activation_names():
     """Names of the Keras activations (``keras.activations.get`` accepts them)."""
     import keras
 
-    return sorted(n for n in dir(keras.activations) if not n.startswith("_")
-                  and n not in ("get", "serialize", "deserialize") and callable(getattr(keras.activations, n)))
+    return tuple(sorted(n for n in dir(keras.activations) if not n.startswith("_")
+                  and n not in ("get", "serialize", "deserialize") and callable(getattr(keras.activations, n))))
 
 
 def check_activation(owner, key, value):
@@ -209,8 +212,6 @@ FIELD = r"[A-Z0-9_.]+"
 
 def _printable(pattern, value):
     """Whether ``value`` is a string that matches ``pattern`` in full (case-insensitive)."""
-    import re
-
     return isinstance(value, str) and re.fullmatch(pattern, value, re.IGNORECASE) is not None
 
 

@@ -68,6 +68,7 @@ def _is_real(value):
 check_int = functools.partial(checks.check_int, error=TaskError)
 check_number = functools.partial(checks.check_number, error=TaskError)
 check_choice = functools.partial(checks.check_choice, error=TaskError)
+check_bool = functools.partial(checks.check_bool, error=TaskError)
 
 
 def check_dim_x(dim_x, owner="task"):

@@ -19,10 +19,10 @@ import keras
 import tensorflow as tf
 
 from taylorformer import callbacks as run_callbacks
+from taylorformer.checks import check_bool, check_choice, check_int, check_number
 from taylorformer.errors import RunDirectoryError, SpecError
 from taylorformer.models import build_model
 from taylorformer.run_dir import RunDirectory
-from taylorformer.checks import check_bool, check_choice, check_int, check_number
 from taylorformer.spec import check_dtype_policy, resolve_spec
 from taylorformer.task import make_task
 

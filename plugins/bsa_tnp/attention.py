@@ -61,7 +61,7 @@ import tensorflow as tf
 
 from taylorformer.attention import Attention
 from taylorformer.errors import SpecError
-from taylorformer.checks import check_bool, check_number
+from taylorformer.checks import check_bool, check_int, check_number
 
 from .geometry import chord_to_geodesic_sq, pair_sq_dist, unit_vectors
 
@@ -100,8 +100,7 @@ def normalize_groups(groups):
                                  f"non-empty list of ints >= 0, got {dims!r}")
             dims = [int(d) for d in dims]
         basis = g.get("basis", 3 if name == "time" else 5)
-        if not (isinstance(basis, int) and not isinstance(basis, bool) and basis >= 1):
-            raise SpecError(f"biased attention: group {name!r} basis must be an int >= 1, got {basis!r}")
+        basis = check_int(f"biased attention group {name!r}", "basis", basis)
         distance = g.get("distance", "euclidean")
         if distance not in DISTANCES:
             raise SpecError(f"biased attention: group {name!r} distance must be one of {DISTANCES}, "

@@ -20,6 +20,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from taylorformer.task import plot_task
+
 
 def weights_finite(model):
     """Are all of ``model``'s weights finite?"""
@@ -132,22 +134,21 @@ class MetricsLog(keras.callbacks.Callback):
 
 
 class PredictionImages(keras.callbacks.Callback):
-    """At each validation, a PNG of the predictions on ``batch`` (see
-    :func:`taylorformer.plotting.plot_predictions`) as a TensorBoard image in ``log_dir``."""
+    """At each validation, a PNG of the predictions on ``batch`` (the task's own plot,
+    :meth:`taylorformer.task.Task.plot`) as a TensorBoard image in ``log_dir``."""
 
-    def __init__(self, log_dir, batch, num_tasks=4, title=None):
+    def __init__(self, log_dir, task, batch, num_tasks=4, title=None):
         super().__init__()
-        self.log_dir, self.batch, self.num_tasks, self.title = log_dir, batch, num_tasks, title
+        self.log_dir, self.task, self.batch = log_dir, task, batch
+        self.num_tasks, self.title = num_tasks, title
         self._writer = None
 
     def on_epoch_end(self, epoch, logs=None):
-        from taylorformer.plotting import plot_predictions
-
         if not weights_finite(self.model):
             return
         buffer = io.BytesIO()
-        plot_predictions(self.model, self.batch, num_tasks=self.num_tasks, title=self.title,
-                         num_samples=0).savefig(buffer, format="png", dpi=110)
+        plot_task(self.task, self.model, self.batch, num_tasks=self.num_tasks, title=self.title,
+                  num_samples=0).savefig(buffer, format="png", dpi=110)
         image = tf.image.decode_png(buffer.getvalue(), channels=4)[None]
         if self._writer is None:
             self._writer = tf.summary.create_file_writer(self.log_dir)

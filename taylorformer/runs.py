@@ -4,7 +4,7 @@ import os
 from taylorformer.checks import check_choice, check_int
 from taylorformer.evaluation import check_evaluate_options, evaluate
 from taylorformer.run_dir import RunDirectory
-from taylorformer.task import make_task
+from taylorformer.task import make_task, plot_task
 
 
 def load_run(run_dir, checkpoint="best", task=None, task_config=None):
@@ -33,15 +33,14 @@ def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="
 
 def plot_run(run_dir, out=None, task=None, task_config=None, checkpoint="best", num_tasks=4,
              num_samples=0):
-    """Plot predictions on the first test batch of a run; returns the PNG path."""
-    from taylorformer.plotting import plot_predictions
-
+    """Plot predictions on the first test batch of a run (the task's own plot,
+    :meth:`taylorformer.task.Task.plot`); returns the PNG path."""
     check_int("plot", "num_tasks", num_tasks)
     check_int("plot", "num_samples", num_samples, minimum=0)
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
     batch = next(iter(task_obj.dataset("test", batch_size=num_tasks, num_batches=1)))
     out = out or os.path.join(run_dir, "predictions.png")
     title = f"{config['task'] if task is None else task}: {model.spec.get('description') or model.name}"
-    fig = plot_predictions(model, batch, num_tasks=num_tasks, num_samples=num_samples, title=title)
+    fig = plot_task(task_obj, model, batch, num_tasks=num_tasks, num_samples=num_samples, title=title)
     fig.savefig(out, dpi=110)
     return out

@@ -204,6 +204,19 @@ def available_memory():
     return limit, source
 
 
+def plot_task(task, model, batch, **kwargs):
+    """``task.plot(model, batch, **kwargs)``, or the default plot of
+    :meth:`Task.plot` for a task object that is not a :class:`Task` (a third-party task may
+    only provide ``dataset``); returns the Figure."""
+    plot = task.plot if hasattr(task, "plot") else functools.partial(Task.plot, task)
+    return plot(model, batch, **kwargs)
+
+
+def can_plot(task):
+    """Whether :func:`plot_task` can draw ``task``'s batches."""
+    return task.can_plot() if hasattr(task, "can_plot") else Task.can_plot(task)
+
+
 def gib(nbytes):
     """``nbytes`` as text in GiB (MiB below 1 GiB)."""
     return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
@@ -226,6 +239,20 @@ class Task:
 
     def get_config(self):
         return {}
+
+    def can_plot(self):
+        """Whether :meth:`plot` draws this task's batches (the default: 1-D and 2-D inputs)."""
+        return self.dim_x in (1, 2)
+
+    def plot(self, model, batch, num_tasks=4, num_samples=0, title=None, axes=None):
+        """A ``matplotlib.figure.Figure`` of ``model``'s predictions on ``batch``: the plot
+        ``taylorformer plot`` and the training's prediction images show. The default is
+        :func:`taylorformer.plotting.plot_predictions`; tasks whose data call for another
+        picture (images, forecasts against dates, the exact GP beside the model) override it."""
+        from taylorformer.plotting import plot_predictions
+
+        return plot_predictions(model, batch, num_tasks=num_tasks, num_samples=num_samples,
+                                title=title, axes=axes)
 
     def memory_estimate(self, batch_size):
         """``(bytes, formula)``: peak memory of sampling one batch. Here the padded float32

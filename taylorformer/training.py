@@ -24,7 +24,7 @@ from taylorformer.errors import RunDirectoryError, SpecError
 from taylorformer.models import build_model
 from taylorformer.run_dir import RunDirectory
 from taylorformer.spec import check_dtype_policy, resolve_spec
-from taylorformer.task import make_task
+from taylorformer.task import can_plot, make_task
 
 STRATEGIES = ("default", "mirrored", "multi-worker")
 SCHEDULES = ("constant", "cosine")
@@ -230,9 +230,10 @@ class Trainer:
         if cfg.tensorboard:
             log_dir = run.file("tensorboard")
             out.append(keras.callbacks.TensorBoard(log_dir=log_dir, write_graph=False))
-            if self.task.dim_x <= 2:
+            if can_plot(self.task):
                 batch = next(iter(self.task.dataset("val", batch_size=4, num_batches=1)))
-                out.append(run_callbacks.PredictionImages(os.path.join(log_dir, "validation"), batch,
+                out.append(run_callbacks.PredictionImages(os.path.join(log_dir, "validation"),
+                                                          self.task, batch,
                                                           title=f"{self.task_name}: {self.model.name}"))
         return out + self.user_callbacks
 

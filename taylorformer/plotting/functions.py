@@ -1,4 +1,4 @@
-"""Prediction plots: 1-D predictive bands on a dense grid, 2-D mean/stddev maps.
+"""Function plots: 1-D predictive bands on a dense grid, 2-D mean/stddev maps.
 
 Figures are built with matplotlib's object-oriented API (``matplotlib.figure.Figure``),
 so importing or calling this module never changes the user's backend or pyplot state.

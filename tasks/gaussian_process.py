@@ -106,6 +106,26 @@ def gp_posterior_loglik(xc, yc, xt, yt, kernel="eq", lengthscale=1.0, scale=1.0,
     return loglik_from_cholesky(np.linalg.cholesky(cov), len(xc), yc, yt)
 
 
+def gp_predictive(xc, yc, xq, kernel="eq", lengthscale=1.0, scale=1.0, period=1.0, noise=0.0,
+                  noise_on="both"):
+    """Exact GP posterior predictive of the outputs at ``xq [G, Dx]`` given ``(xc [Nc, Dx],
+    yc [Nc])``: ``(mean [G], stddev [G])`` in float64, for the covariance of
+    :func:`joint_covariance` (so the stddev includes the observation noise where the targets
+    are noisy, ``noise_on="both"``). ``Nc = 0`` gives the prior."""
+    xc = np.asarray(xc, np.float64).reshape(-1, np.shape(xq)[-1])
+    yc = np.asarray(yc, np.float64).reshape(-1)
+    target_noise = float(noise) ** 2 if noise_on == "both" else 0.0
+    var = np.full(len(xq), scale**2 + target_noise + JITTER)  # k(x, x) = s^2: every kernel is stationary
+    if not len(xc):
+        return np.zeros(len(xq)), np.sqrt(var)
+    k_cc = joint_covariance(kernel, xc, np.zeros((0, xc.shape[1])), lengthscale, scale, period, noise)
+    chol = np.linalg.cholesky(k_cc)
+    k_qc = kernel_matrix(kernel, xq, xc, lengthscale, scale, period)
+    proj = np.linalg.solve(chol, k_qc.T)                     # L^-1 K_cq  [Nc, G]
+    mean = proj.T @ np.linalg.solve(chol, yc)
+    return mean, np.sqrt(np.maximum(var - np.sum(proj**2, axis=0), 0.0))
+
+
 def sample_gp(rng, xc, xt, kernel="eq", lengthscale=1.0, scale=1.0, period=1.0, noise=0.0,
               noise_on="both"):
     """One GP draw at ``xc [Nc, Dx]``, ``xt [Nt, Dx]`` with its exact target log-likelihoods.

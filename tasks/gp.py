@@ -32,7 +32,7 @@ from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import (Task, box_config, check_dim_x, check_number, count_range, input_box,
                                input_shift, real_pair, split_names)
-from taylorformer.tasks.gaussian_process import KERNEL_ALIASES, KERNELS, canonical_kernel, sample_gp
+from taylorformer.tasks.gaussian_process import KERNEL_ALIASES, KERNELS, canonical_kernel, gp_predictive, sample_gp
 
 #: prior families: ``{"uniform": [a, b]}``, ``{"loguniform": [a, b]}``, ``{"beta": [a, b]}``
 PRIORS = ("uniform", "loguniform", "beta")
@@ -93,6 +93,11 @@ def _draw(prior, rng):
 # ----------------------------------------------------------------------------- task
 #: per-task exact-GP ceilings a GP-style batch carries, each ``[B]`` float32
 CEILING_KEYS = ("gt_loglik", "gt_loglik_joint")
+
+
+#: per-task hyperparameters a :class:`GPTask` batch carries, each ``[B]`` float32 (the
+#: kernel as its index in :data:`KERNELS`): what the exact GP beside a plot needs
+HYPERPARAMETER_KEYS = ("gp_kernel", "gp_lengthscale", "gp_scale", "gp_period")
 
 
 def gp_memory_estimate(task, batch_size, dim):
@@ -209,11 +214,16 @@ class GPTask(Task):
 
     def sample(self, rng, batch_size, split):
         """Batch dict: ``xc [B, maxNc, Dx]``, ``yc``, ``xt [B, maxNt, Dx]``, ``yt``, masks,
-        ``gt_loglik [B]``, ``gt_loglik_joint [B]`` (float32)."""
+        ``gt_loglik [B]``, ``gt_loglik_joint [B]`` and the hyperparameters
+        (:data:`HYPERPARAMETER_KEYS`, ``[B]``), all float32."""
         b = batch_size
-        out = empty_batch(b, self.max_context, self.max_target, self.dim_x, 1, CEILING_KEYS)
+        out = empty_batch(b, self.max_context, self.max_target, self.dim_x, 1,
+                          CEILING_KEYS + HYPERPARAMETER_KEYS)
         for i in range(b):
             kind, params = self.sample_hyperparameters(rng)
+            out["gp_kernel"][i] = KERNELS.index(kind)
+            for field, value in params.items():
+                out["gp_" + field][i] = value
             nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))
             t_lo, t_hi = self._target_bounds(nc)
             nt = int(rng.integers(t_lo, t_hi + 1))
@@ -226,7 +236,28 @@ class GPTask(Task):
         return out
 
     def extra_signature(self):
-        return ceiling_signature()
+        import tensorflow as tf
+
+        return {**ceiling_signature(), **{key: tf.TensorSpec([None], tf.float32) for key in HYPERPARAMETER_KEYS}}
+
+    def exact_predictive(self, batch, i, xq):
+        """The exact GP predictive ``(mean [G], stddev [G])`` at ``xq [G, Dx]`` of task ``i``
+        of ``batch`` (NumPy arrays), under the task's true hyperparameters."""
+        mc = np.asarray(batch["mask_c"][i]) > 0
+        params = {field: float(batch["gp_" + field][i]) for field in ("lengthscale", "scale", "period")}
+        return gp_predictive(np.asarray(batch["xc"][i])[mc], np.asarray(batch["yc"][i, :, 0])[mc], xq,
+                             KERNELS[int(batch["gp_kernel"][i])], **params, noise=self.noise,
+                             noise_on=self.noise_on)
+
+    def plot(self, model, batch, num_tasks=4, num_samples=0, title=None, axes=None):
+        """1-D tasks: the model's predictive with the exact GP predictive drawn beside it
+        (dashed); otherwise :meth:`Task.plot`."""
+        from taylorformer.plotting import plot_predictions
+
+        exact = (functools.partial(self.exact_predictive, batch)
+                 if self.dim_x == 1 and "gp_kernel" in batch else None)
+        return plot_predictions(model, batch, num_tasks=num_tasks, num_samples=num_samples,
+                                title=title, axes=axes, reference=exact)
 
     def memory_estimate(self, batch_size):
         """The padded batch plus one task's exact-GP working set (tasks are drawn one at a time)."""

@@ -20,7 +20,7 @@ Z95 = 1.96
 
 
 def plot_predictions(model, batch, num_tasks=4, num_samples=0, title=None, axes=None,
-                     grid_points=200, seed=0):
+                     grid_points=200, seed=0, reference=None):
     """Plot the first ``num_tasks`` tasks of ``batch``; returns the Figure.
 
     1-D inputs (one row of axes per task): context points, true targets, and the
@@ -32,6 +32,8 @@ def plot_predictions(model, batch, num_tasks=4, num_samples=0, title=None, axes=
     shown as dots, for conditional ones). 2-D inputs: maps of the predictive mean and
     stddev at the targets (two axes per task), context locations marked.
     ``axes``: ``num_tasks`` axes (1-D) or ``num_tasks x 2`` (2-D) to draw into.
+    ``reference``: for 1-D, a function ``(i, x [G, 1]) -> (mean [G], stddev [G])`` of a
+    known predictive (e.g. the exact GP of a GP task), drawn dashed beside the model's.
     """
     check_int("plot", "num_tasks", num_tasks)
     check_int("plot", "num_samples", num_samples, minimum=0)
@@ -51,6 +53,8 @@ def plot_predictions(model, batch, num_tasks=4, num_samples=0, title=None, axes=
         out = {k: np.asarray(v) for k, v in predict(model, query, num_samples=num_samples, seed=seed).items()}
         for i in range(n):
             _plot_1d(axes[i][0], batch, query, out, i, joint=causal)
+            if reference is not None:
+                _plot_reference(axes[i][0], query, i, reference)
     else:
         out = {k: np.asarray(v) for k, v in predict(model, batch).items()}
         for i in range(n):
@@ -104,6 +108,16 @@ def _plot_1d(ax, batch, query, out, i, joint):
     ax.set_xlabel("x")
     ax.set_ylabel("y")
     ax.legend(loc="upper right", fontsize=7, ncol=4)
+
+
+def _plot_reference(ax, query, i, reference):
+    """The known predictive of task ``i`` on its query grid: dashed mean and 95% band."""
+    xs = np.sort(query["xt"][i, query["mask_t"][i] > 0, 0])
+    mean, std = reference(i, xs[:, None])
+    ax.plot(xs, mean, color="tab:red", lw=1.2, ls="--", label="exact GP")
+    ax.plot(xs, mean - Z95 * std, color="tab:red", lw=0.7, ls=":")
+    ax.plot(xs, mean + Z95 * std, color="tab:red", lw=0.7, ls=":")
+    ax.legend(loc="upper right", fontsize=7, ncol=5)
 
 
 def _plot_2d(fig, axes, batch, out, i):

@@ -55,3 +55,20 @@ def test_draws_into_given_axes(model_and_batch):
     assert all(ax.lines for ax in axes)
     with pytest.raises(ValueError, match="3 task\\(s\\) need 3 axes, got 2"):
         plot_predictions(model, batch, num_tasks=3, axes=axes)
+
+
+def test_gp_task_plot_draws_the_exact_gp_beside_the_model(model_and_batch):
+    from taylorformer.tasks.gaussian_process import gp_predictive
+
+    model, batch = model_and_batch
+    task = make_task("gp", {"num_context": [3, 8], "num_target": 6})
+    fig = task.plot(model, batch, num_tasks=2)
+    for i, ax in enumerate(fig.axes):
+        exact = [line for line in ax.lines if line.get_label() == "exact GP"]
+        assert len(exact) == 1 and ax.get_xlabel() == "x" and ax.get_ylabel() == "y"
+        xs, mean = exact[0].get_xydata().T
+        mc = batch["mask_c"][i] > 0
+        expected, _ = gp_predictive(batch["xc"][i, mc], batch["yc"][i, mc, 0], xs[:, None], "eq",
+                                    lengthscale=float(batch["gp_lengthscale"][i]), noise=0.05)
+        np.testing.assert_allclose(mean, expected, rtol=1e-5, atol=1e-5)
+

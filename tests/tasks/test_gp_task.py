@@ -100,6 +100,32 @@ def test_gt_loglik_matches_scipy_posterior(kind, noise_on, dim_x):
         np.testing.assert_allclose(batch["gt_loglik_joint"][i], joint, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind,noise_on,nc", [("eq", "both", 5), ("matern52", "context", 3),
+                                            ("periodic", "both", 4), ("matern12", "both", 0)])
+def test_gp_predictive_matches_the_posterior_by_hand(kind, noise_on, nc):
+    rng = np.random.default_rng(4)
+    xc, yc, xq = rng.uniform(-2, 2, (nc, 1)), rng.normal(size=nc), rng.uniform(-3, 3, (7, 1))
+    mean, std = gp.gp_predictive(xc, yc, xq, kind, **PARAMS, noise=0.1, noise_on=noise_on)
+    for j in range(7):  # one target at a time: its marginal density is N(y; mean_j, std_j^2)
+        y = rng.normal()
+        marginal, _ = ref_loglik(kind, PARAMS, 0.1, noise_on, xc, yc, xq[j:j + 1], np.array([y]))
+        np.testing.assert_allclose(stats.norm(mean[j], std[j]).logpdf(y), marginal, rtol=1e-6, atol=1e-6)
+
+
+def test_batches_carry_each_tasks_true_hyperparameters():
+    task = GPTask(kernel=["eq", "matern32", "periodic"], lengthscale={"uniform": [0.2, 1.0]},
+                  scale={"uniform": [0.5, 1.5]}, period={"uniform": [0.5, 1.0]}, noise=0.1,
+                  num_context=[2, 6], num_target=4)
+    batch = task.sample(np.random.default_rng(5), 12, "train")
+    assert len(set(batch["gp_kernel"])) > 1
+    for i in range(12):  # the recorded hyperparameters reproduce the task's exact ceiling
+        kind = ALL_KERNELS[int(batch["gp_kernel"][i])]
+        params = {k: float(batch["gp_" + k][i]) for k in PARAMS}
+        marginal, joint = ref_loglik(kind, params, 0.1, "both", *real_points(batch, i))
+        np.testing.assert_allclose(batch["gt_loglik"][i], marginal, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(batch["gt_loglik_joint"][i], joint, rtol=1e-4, atol=1e-4)
+
+
 def test_gp_posterior_loglik_function_and_empty_context():
     rng = np.random.default_rng(3)
     xc, xt = rng.uniform(-2, 2, (4, 1)), rng.uniform(-2, 2, (3, 1))

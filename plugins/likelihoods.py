@@ -1,5 +1,5 @@
 """Likelihood heads (plugin ``builtin-likelihoods``): ``normal``, ``student-t``, ``mixture``,
-``bernoulli``.
+``bernoulli``, ``categorical``.
 
 Protocol of a likelihood (kind ``likelihood``): a class built with its options, with
 
@@ -110,9 +110,45 @@ class Bernoulli:
         return {}
 
 
+class Categorical:
+    """Class labels ``y`` in {0, ..., classes - 1} (stored as floats), independent per output
+    dimension: ``P(y = k) = softmax(raw)_k`` over ``classes`` logits per dimension.
+
+    ``parameters`` gives ``logits [B, N, Dy, classes]``; the distribution is
+    ``tfd.Categorical`` with batch shape ``[B, N, Dy]``. Its predictive mean and stddev are
+    those of the class index (meaningful for ordered classes); the class probabilities are
+    ``softmax(logits)``. A label outside the classes is an error of the log-probability.
+    """
+
+    component_name = "categorical"
+
+    def __init__(self, classes=3):
+        self.classes = check_int(f"{self.component_name} likelihood", "classes", classes, 2)
+
+    @property
+    def support(self):
+        return tuple(float(k) for k in range(self.classes))
+
+    def num_params(self, dim_y):
+        return self.classes * dim_y
+
+    def parameters(self, raw):
+        raw = tf.cast(raw, tf.float32)
+        shape = tf.concat([tf.shape(raw)[:-1], [-1, self.classes]], axis=0)
+        return {"logits": tf.reshape(raw, shape)}
+
+    def distribution(self, params):
+        return tfd.Categorical(logits=params["logits"], dtype=tf.float32)
+
+    def get_config(self):
+        return {"classes": self.classes}
+
+
 @hookimpl
 def register_likelihoods(register):
     register("normal", Normal, aliases=["gaussian"])
     register("student-t", StudentT)
     register("mixture", Mixture, description="Mixture of Gaussians per output dimension.")
     register("bernoulli", Bernoulli, description="Binary outputs in {0, 1}: P(y = 1) = sigmoid(raw).")
+    register("categorical", Categorical,
+             description="Class labels in {0, ..., classes - 1}: P(y = k) = softmax(raw)_k.")

@@ -169,3 +169,31 @@ def test_bernoulli_loglik_and_predictive_match_numpy():
     out = tfm.predict(model, batch)
     np.testing.assert_allclose(out["mean"], p, rtol=1e-5)
     np.testing.assert_allclose(out["stddev"], np.sqrt(p * (1 - p)), rtol=1e-4)
+
+
+def test_categorical_loglik_and_predictive_match_numpy():
+    rng = np.random.default_rng(4)
+    model = small("tnp-d", dim_x=1, dim_y=2, likelihood={"name": "categorical", "classes": 4})
+    batch = random_batch(rng, dy=2)
+    labels = lambda y: np.floor(np.clip(y + 2.0, 0.0, 3.99)).astype(np.float32)  # noqa: E731 - classes 0..3
+    batch = {**batch, "yc": labels(batch["yc"]), "yt": labels(batch["yt"])}
+    logits = np.asarray(model(batch)["logits"], np.float64)  # [B, Nt, 2, 4]
+    assert logits.shape == (3, 5, 2, 4)
+    p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    y = batch["yt"].astype(int)
+    expected = np.log(np.take_along_axis(p, y[..., None], -1)[..., 0]).sum(-1).mean(-1)
+    np.testing.assert_allclose(np.asarray(tfm.loglik(model, batch)), expected, rtol=1e-5)
+    k = np.arange(4.0)
+    mean = p @ k
+    out = tfm.predict(model, batch, num_samples=2000, seed=1)
+    np.testing.assert_allclose(out["mean"], mean, rtol=1e-5)
+    np.testing.assert_allclose(out["stddev"], np.sqrt(p @ k**2 - mean**2), rtol=1e-4)
+    samples = np.asarray(out["samples"])
+    assert set(np.unique(samples)) <= set(k)
+    freq = (samples[..., None] == k).mean(0)  # [B, Nt, 2, 4] sample frequencies
+    np.testing.assert_allclose(freq, p, atol=0.05)
+
+
+def test_categorical_rejects_fewer_than_two_classes():
+    with pytest.raises(SpecError, match="'classes'"):
+        small("tnp-d", likelihood={"name": "categorical", "classes": 1})

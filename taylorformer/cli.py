@@ -1,4 +1,4 @@
-"""The ``taylorformer`` command line: plugins, train, evaluate, plot.
+"""The ``taylorformer`` command line: plugins, train, evaluate, plot, predict.
 
 A library error (and a bad file or value given by the user) is one line ``error: ...`` on
 stderr with exit code 2, as is a bad argument; any other exception is one line with exit
@@ -45,6 +45,15 @@ def _number(parse, allowed, ok):
 positive_int = _number(int, "a positive int", lambda v: v > 0)
 non_negative_int = _number(int, "an int >= 0", lambda v: v >= 0)
 positive_float = _number(float, "a finite number > 0", lambda v: math.isfinite(v) and v > 0)
+probability = _number(float, "a probability in (0, 1)", lambda v: 0 < v < 1)
+
+
+def _names(text):
+    """An argparse type: comma-separated column names."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"must be comma-separated column names, got {text!r}")
+    return names
 
 
 def dtype_policy(text):
@@ -173,6 +182,18 @@ def _cmd_plot(args):
     return 0
 
 
+def _cmd_predict(args):
+    from taylorformer import runs
+
+    output, n = runs.predict_run(args.run_dir, args.input, args.output, context=args.context,
+                                 checkpoint=args.checkpoint, levels=args.quantiles,
+                                 num_samples=args.samples, chunk_size=args.chunk_size,
+                                 x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
+                                 verbose=1 if sys.stdout.isatty() else 2)
+    print(f"predictions at {n} point(s) written to {output}")
+    return 0
+
+
 def build_parser():
     from taylorformer import __version__
 
@@ -257,6 +278,29 @@ def build_parser():
             p.add_argument("--num-tasks", type=positive_int, default=4)
             p.add_argument("--samples", type=non_negative_int, default=0, help="sample paths to draw")
         p.set_defaults(func=func)
+
+    p = command("predict", help="predict at new inputs from a file with a trained run",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Predictive mean, stddev, quantiles (and samples) of a run's model at the "
+                            "inputs of a file,\ngiven a context; conditional models go through the "
+                            "inputs --chunk-size at a time.",
+                epilog="Files (by extension): .npz/.nc arrays named xc, yc (context) and xt (inputs),\n"
+                       "each [N, D] or [B, N, D]; .csv one row per point, columns x or x0, x1, ... and,\n"
+                       "in a context file, y or y0, y1, ...; .npy the inputs xt alone. Output .csv\n"
+                       "(one task), .npz or .nc.")
+    p.add_argument("run_dir")
+    p.add_argument("--input", required=True, metavar="FILE", help="inputs to predict at (and the context)")
+    p.add_argument("--output", required=True, metavar="FILE", help="where to write the predictions")
+    p.add_argument("--context", metavar="FILE", help="context points, if --input holds only inputs")
+    p.add_argument("--checkpoint", choices=["best", "model"], default="best")
+    p.add_argument("--quantiles", type=probability, nargs="+", metavar="Q",
+                   help="quantile levels (default 0.05 0.5 0.95)")
+    p.add_argument("--samples", type=non_negative_int, default=0, help="predictive samples to write")
+    p.add_argument("--chunk-size", type=positive_int, default=4096, help="targets per forward pass")
+    p.add_argument("--x-columns", type=_names, help="CSV input columns, comma-separated")
+    p.add_argument("--y-columns", type=_names, help="CSV output columns of the context, comma-separated")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_predict)
     return parser
 
 

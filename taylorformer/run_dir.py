@@ -88,23 +88,30 @@ def _remove(path):
         os.unlink(path)
 
 
-def atomic_write_text(path, text):
-    """Write ``text`` to ``path``: an exclusively created temp file next to it, fsynced,
-    renamed over ``path``, then the directory fsynced."""
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temp path next to ``path`` (created exclusively) for the caller to write;
+    on success it is fsynced, renamed over ``path`` and the directory fsynced; on an error
+    it is removed and ``path`` is untouched."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.path.basename(path)}-", dir=directory)
+    os.fchmod(fd, 0o666 & ~_UMASK)
+    os.close(fd)
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield tmp
+        _fsync(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     _fsync_dir(directory)
+
+
+def atomic_write_text(path, text):
+    """Write ``text`` to ``path`` through :func:`atomic_path`."""
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 class RunDirectory:

@@ -1,0 +1,522 @@
+"""Hourly measurements at fixed stations as a spatio-temporal task (plugin ``builtin-stations``).
+
+``stations`` (:class:`StationsTask`)
+    Files with one row per station and hour (a folder of CSV files, one per station, or
+    one long CSV), read with pandas. Every row is one point: space = the station's
+    coordinates (``sc``/``st``), time = hours since the first timestamp (``tc``/``tt``),
+    ``x`` = fixed effects: the ``calendar`` features of the row's timestamp
+    (:data:`CALENDAR`), the numeric ``covariate_columns`` (weather) and the one-hot
+    ``categorical_columns`` (e.g. wind direction; categories from the training rows, in
+    sorted order), in that order; ``y`` = the ``target_columns``.
+
+    Protocol (the BSA-TNP authors' code, ``MLGlobalHealth/dl4bi``,
+    ``benchmarks/meta_learning/beijing_air_quality.py``):
+
+    * rows with missing values are handled by ``nan_policy`` (:data:`NAN_POLICIES`), then
+      sorted by time (stations in name order within an hour: the reference leaves that
+      order to an unstable sort);
+    * split in temporal order by rows, with ratios ``(a, b, c)`` of the ``N`` rows:
+      test = the last ``floor(c N)`` rows, validation the ``floor(b N)`` before them,
+      training the first ``floor(a N)`` rows (rounding leaves at most two rows unused);
+    * ``scaling`` of the inputs (calendar, covariates, time, and space with
+      ``space="scaled"``) and of the targets with statistics of the training rows:
+      ``"minmax"`` ``(v - min) / (max - min)`` (the reference's scikit-learn
+      ``MinMaxScaler``; a constant input is only shifted, as there) or ``"zscore"``
+      ``(v - mean) / std`` (ddof 0); one-hot columns stay 0/1;
+    * a task is ``num_context + num_target`` consecutive rows of one split: the first
+      ``num_context`` rows are the context, the rest the targets (a forecast: every target
+      is later than, or as late as, every context point).
+
+    ``space``: ``"scaled"`` (latitude, longitude in degrees, scaled like the other inputs:
+    the reference), ``"latlon"`` (degrees, unscaled: for the BSA-TNP bias with
+    ``distance="geodesic"``, ``coords="latlon"``) or ``"xyz"`` (unit vectors on the sphere,
+    :func:`taylorformer.tasks.sphere.latlon_to_xyz`). Training windows start at random
+    (batch ``i`` depends only on ``(seed, i)``); val/test windows start at every
+    ``eval_stride``-th row of the split, in order.
+
+    Batch: ``xc [B, C, Dx]``, ``yc [B, C, Dy]``, ``xt [B, H, Dx]``, ``yt [B, H, Dy]``,
+    ``sc``/``st`` ``[B, C|H, 2|3]``, ``tc``/``tt`` ``[B, C|H, 1]``, masks (all ones) and
+    ``window_start [B]`` int64 (row of :attr:`StationsTask.table` of the first context
+    point). :meth:`StationsTask.to_original_units` undoes the target scaling.
+
+``beijing-air`` (preset; BSA-TNP Sec. 5.4 / App. B): the named dataset ``beijing-air``
+    (UCI Beijing Multi-Site Air Quality, 12 stations, March 2013 to February 2017), targets
+    PM2.5 and PM10, covariates TEMP, PRES, DEWP, RAIN, WSPM and wind direction ``wd``
+    (one-hot), calendar year, month, day, hour, day of week, is weekend, station
+    coordinates of :data:`BEIJING_COORDINATES`, split 80/10/10, min-max scaling, 624
+    context rows and 84 target rows, rows with any missing value dropped
+    (``nan_policy="drop-any"``). ``docs/tasks.md`` lists where the paper is silent.
+"""
+import functools
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from taylorformer.errors import TaskError, close_matches
+from taylorformer.hookspecs import hookimpl
+from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args
+from taylorformer.tasks import datasets
+from taylorformer.tasks.csv_series import DataFileNotFoundError, _rows
+from taylorformer.tasks.sphere import latlon_to_xyz
+
+#: calendar features of a row's timestamp: the reference's year, month, day, hour and the
+#: generated "day of week" (0 = Monday) and "is weekend" (Saturday, Sunday = 1)
+CALENDAR = ("year", "month", "day", "hour", "day_of_week", "is_weekend")
+NAN_POLICIES = ("error", "drop", "drop-any", "interpolate")
+SPACES = ("scaled", "latlon", "xyz")
+SCALINGS = ("minmax", "zscore")
+SPLITS = ("train", "val", "test")
+#: (latitude, longitude) in degrees of the 12 UCI stations, as the BSA-TNP authors' code
+#: gives them (MLGlobalHealth/dl4bi@fb31d9e3, benchmarks/meta_learning/beijing_air_quality.py,
+#: ``load_coords``); the UCI files hold no coordinates
+BEIJING_COORDINATES = {
+    "Aotizhongxin": (39.982, 116.397), "Changping": (40.217, 116.230),
+    "Dingling": (40.292, 116.220), "Dongsi": (39.929, 116.417),
+    "Guanyuan": (39.929, 116.339), "Gucheng": (39.914, 116.184),
+    "Huairou": (40.328, 116.628), "Nongzhanguan": (39.937, 116.461),
+    "Shunyi": (40.127, 116.655), "Tiantan": (39.886, 116.407),
+    "Wanliu": (39.987, 116.287), "Wanshouxigong": (39.878, 116.352),
+}
+OWNER = "stations task"
+
+
+def _names(key, value, allow_empty=True):
+    """List of column names from one name or a list of names (distinct strings)."""
+    names = [value] if isinstance(value, str) else value
+    if not (isinstance(names, (list, tuple)) and all(isinstance(c, str) and c for c in names)
+            and len(set(names)) == len(names) and (allow_empty or names)):
+        allowed = "a column name or a list of distinct names" + ("" if allow_empty else " (at least one)")
+        raise TaskError(f"{OWNER} {key!r} must be {allowed}, got {value!r}")
+    return list(names)
+
+
+def _coordinates(value):
+    """``{station: (lat, lon)}`` from a dict, or ``[lat column, lon column]``."""
+    if isinstance(value, (list, tuple)):
+        return _names("coordinates", value, allow_empty=False) if len(value) == 2 else _bad_coordinates(value)
+    if not isinstance(value, dict) or not value:
+        _bad_coordinates(value)
+    out = {}
+    for station, pair in value.items():
+        ok = isinstance(pair, (list, tuple)) and len(pair) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pair)
+        if not (ok and -90 <= pair[0] <= 90 and -180 <= pair[1] <= 360):
+            raise TaskError(f"{OWNER} 'coordinates' of station {station!r} must be [latitude, longitude] "
+                            f"in degrees (latitude in [-90, 90], longitude in [-180, 360]), got {pair!r}")
+        out[str(station)] = (float(pair[0]), float(pair[1]))
+    return out
+
+
+def _bad_coordinates(value):
+    raise TaskError(f"{OWNER} 'coordinates' must be a dict {{station: [latitude, longitude]}} (degrees) "
+                    f"or [latitude column, longitude column], got {value!r}")
+
+
+def _split(value):
+    """Three positive ratios (train, val, test) summing to 1."""
+    rule = "three positive ratios (train, val, test) summing to 1"
+    if not (isinstance(value, (list, tuple)) and len(value) == 3):
+        raise TaskError(f"{OWNER} 'split' must be {rule}, got {value!r}")
+    try:
+        ratios = tuple(check_number(OWNER, "split", r, 0.0, 1.0, low_open=True) for r in value)
+    except TaskError:
+        ratios = None
+    if ratios is None or abs(sum(ratios) - 1.0) > 1e-6:
+        raise TaskError(f"{OWNER} 'split' must be {rule}, got {value!r}")
+    return ratios
+
+
+def station_files(path):
+    """Sorted CSV files of ``path``: a folder (its ``*.csv``), one file, or a list of files."""
+    paths = path if isinstance(path, (list, tuple)) else [path]
+    if not paths or not all(isinstance(p, (str, os.PathLike)) and str(p) for p in paths):
+        raise TaskError(f"{OWNER} 'path' must be a folder of CSV files, a CSV file or a list of "
+                        f"them, got {path!r}")
+    files = []
+    for p in paths:
+        found = Path(p).expanduser().resolve()
+        if found.is_dir():
+            inside = sorted(found.glob("*.csv"))
+            if not inside:
+                raise DataFileNotFoundError(f"{OWNER}: folder {str(p)!r} ({found}) holds no *.csv file")
+            files += inside
+        elif found.is_file():
+            files.append(found)
+        else:
+            raise DataFileNotFoundError(f"{OWNER}: data file or folder {str(p)!r} not found (looked "
+                                        f"for {found}). Pass path= existing files, or dataset= a "
+                                        f"named dataset ({', '.join(sorted(datasets.DATASETS))}).")
+    return files
+
+
+class StationsTask(Task):
+    """Forecast station measurements from the previous hours of every station; see the
+    module docstring. ``table`` (a ``pandas.DataFrame``: ``file``, ``file_row`` (0-based,
+    header excluded), ``station``, ``time``) describes the rows after NaN handling and
+    sorting, in the order ``window_start`` counts them."""
+
+    name = "stations"
+
+    def __init__(self, *, path=None, dataset=None, target_columns=None, covariate_columns=(),
+                 categorical_columns=(), calendar=(), coordinates=None, station_column="station",
+                 time_columns=("year", "month", "day", "hour"), space="scaled", scaling="minmax",
+                 split=(0.8, 0.1, 0.1), num_context=624, num_target=84, eval_stride=12,
+                 nan_policy="error"):
+        if path is None and dataset is None:
+            raise TaskError(f"{OWNER} needs path= (station CSV files or a folder of them) or dataset= "
+                            f"(a named dataset: {', '.join(sorted(datasets.DATASETS))})")
+        if path is None and not isinstance(dataset, str):
+            raise TaskError(f"{OWNER} 'dataset' must be a dataset name, got {dataset!r}")
+        if target_columns is None:
+            raise TaskError(f"{OWNER} needs target_columns= (one or more columns)")
+        self.target_columns = _names("target_columns", target_columns, allow_empty=False)
+        self.covariate_columns = _names("covariate_columns", covariate_columns)
+        self.categorical_columns = _names("categorical_columns", categorical_columns)
+        self.calendar = _names("calendar", calendar)
+        for feature in self.calendar:
+            check_choice(OWNER, "calendar", feature, CALENDAR)
+        self.station_column = _names("station_column", station_column, allow_empty=False)[0]
+        self.time_columns = _names("time_columns", time_columns, allow_empty=False)
+        if coordinates is None:
+            raise TaskError(f"{OWNER} needs coordinates= ({{station: [latitude, longitude]}} or "
+                            f"[latitude column, longitude column]); the files of many data sets hold none")
+        self.coordinates = _coordinates(coordinates)
+        used = (self.target_columns + self.covariate_columns + self.categorical_columns
+                + [self.station_column] + self.time_columns
+                + (self.coordinates if isinstance(self.coordinates, list) else []))
+        twice = sorted({c for c in used if used.count(c) > 1})
+        if twice:
+            raise TaskError(f"{OWNER}: column(s) {twice} are named in more than one role "
+                            f"(targets, covariates, categorical, station, time, coordinates)")
+        if not (self.calendar or self.covariate_columns or self.categorical_columns):
+            raise TaskError(f"{OWNER} needs at least one fixed-effect input (calendar, covariate_columns "
+                            f"or categorical_columns): x must not be empty")
+        self.space = check_choice(OWNER, "space", space, SPACES)
+        self.scaling = check_choice(OWNER, "scaling", scaling, SCALINGS)
+        self.split = _split(split)
+        self.num_context = check_int(OWNER, "num_context", num_context, 1, MAX_COUNT)
+        self.num_target = check_int(OWNER, "num_target", num_target, 1, MAX_COUNT)
+        self.eval_stride = check_int(OWNER, "eval_stride", eval_stride, 1, MAX_COUNT)
+        self.nan_policy = check_choice(OWNER, "nan_policy", nan_policy, NAN_POLICIES)
+        self.max_context, self.max_target = self.num_context, self.num_target
+        self.files = station_files(path) if path is not None else self._dataset_files(dataset)
+        self.path = None if path is None else (
+            [str(p) for p in path] if isinstance(path, (list, tuple)) else str(path))
+        self.dataset_name = None if path is not None else dataset
+        self._load()
+
+    @staticmethod
+    def _dataset_files(name):
+        """The checked files of the named dataset (an archive's members, in name order)."""
+        found = datasets.fetch(name)
+        entry = datasets.DATASETS[name]
+        return [found / m for m in sorted(entry.members)] if isinstance(entry, datasets.DataArchive) else [found]
+
+    # ------------------------------------------------------------------ loading
+    def _read(self):
+        """Concatenated files with their ``file`` and 0-based ``file_row``."""
+        import pandas as pd
+
+        wanted = (self.target_columns + self.covariate_columns + self.categorical_columns
+                  + [self.station_column] + self.time_columns
+                  + (self.coordinates if isinstance(self.coordinates, list) else []))
+        frames = []
+        for file in self.files:
+            try:
+                df = pd.read_csv(file, low_memory=False)
+            except (ValueError, OSError) as exc:  # pandas parser errors are ValueErrors
+                raise TaskError(f"cannot read data file {str(file)!r} as CSV: {exc}") from exc
+            df.columns = [str(c) for c in df.columns]
+            for col in wanted:
+                if col not in df.columns:
+                    close = close_matches(col, df.columns)
+                    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+                    raise TaskError(f"data file {str(file)!r} has no column {col!r}{hint} Columns: "
+                                    f"{list(df.columns)}")
+            frames.append(df.assign(file=str(file), file_row=np.arange(len(df))))
+        return pd.concat(frames, ignore_index=True)
+
+    def _numeric(self, df, columns):
+        """``df[columns]`` as float64 (NaN where missing); non-numeric entries and infinite
+        values are errors naming the file, column and row."""
+        import pandas as pd
+
+        out = np.empty((len(df), len(columns)))
+        for j, col in enumerate(columns):
+            values = pd.to_numeric(df[col], errors="coerce")
+            bad = np.flatnonzero((values.isna() & df[col].notna()).to_numpy() | np.isinf(values.to_numpy()))
+            if bad.size:
+                i = bad[0]
+                raise TaskError(f"data file {df['file'].iat[i]!r}: column {col!r} holds {bad.size} "
+                                f"non-numeric or infinite value(s), the first {df[col].iat[i]!r} in row "
+                                f"{df['file_row'].iat[i]} (0-based, header excluded)")
+            out[:, j] = values.to_numpy(np.float64)
+        return out
+
+    def _handle_nan(self, df):
+        """Rows kept by ``nan_policy`` (covariates interpolated with ``"interpolate"``)."""
+        numeric = self.target_columns + self.covariate_columns
+        used = numeric + self.categorical_columns + self.time_columns + [self.station_column]
+        if self.nan_policy == "drop-any":
+            return df[~df.drop(columns=["file", "file_row"]).isna().any(axis=1)]
+        if self.nan_policy == "interpolate":
+            df = df.sort_values("_time", kind="stable")
+            inputs = self.covariate_columns + self.categorical_columns
+            groups = df.groupby(self.station_column, sort=False)
+            for col in self.covariate_columns:
+                df[col] = groups[col].transform(lambda s: s.interpolate(limit_direction="both"))
+            for col in self.categorical_columns:
+                df[col] = groups[col].transform(lambda s: s.ffill().bfill())
+            empty = df[inputs].isna().any(axis=1)
+            if empty.any():
+                i = int(np.flatnonzero(empty.to_numpy())[0])
+                col = next(c for c in inputs if df[c].isna().iat[i])
+                raise TaskError(f"data file {df['file'].iat[i]!r}: covariate {col!r} of station "
+                                f"{df[self.station_column].iat[i]!r} has no value to interpolate from "
+                                f"(nan_policy='interpolate'); drop the column or the station")
+            used = self.target_columns + [self.station_column] + self.time_columns
+            return df[~df[used].isna().any(axis=1)].sort_index()
+        missing = df[used].isna()
+        if self.nan_policy == "drop":
+            return df[~missing.any(axis=1)]
+        if missing.any().any():
+            cols = [c for c in used if missing[c].any()]
+            first = df[missing[cols[0]]]
+            raise TaskError(f"data file {first['file'].iat[0]!r}: column(s) {cols} hold missing values "
+                            f"({int(missing.any(axis=1).sum())} row(s) in all files); column "
+                            f"{cols[0]!r} in rows {_rows(first['file_row'])} of that file (0-based, header "
+                            f"excluded). Clean the files or pass nan_policy='drop', 'drop-any' or "
+                            f"'interpolate'")
+        return df
+
+    def _times(self, df):
+        """``datetime64`` of every row from ``time_columns`` (date parts or one date column)."""
+        import pandas as pd
+
+        parts = df[self.time_columns]
+        try:
+            if len(self.time_columns) == 1:
+                times = pd.to_datetime(parts.iloc[:, 0], errors="coerce")
+            else:
+                times = pd.to_datetime(parts.rename(columns=str.lower), errors="coerce")
+        except (ValueError, TypeError) as exc:
+            raise TaskError(f"{OWNER}: time_columns {self.time_columns} do not form timestamps ({exc}); "
+                            f"give one date column, or year/month/day[/hour] columns") from None
+        bad = times.isna() & parts.notna().all(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise TaskError(f"data file {df['file'].iat[i]!r}: time_columns {self.time_columns} give no "
+                            f"valid timestamp in row {df['file_row'].iat[i]} (0-based, header excluded): "
+                            f"{parts.iloc[i].tolist()}")
+        return times
+
+    def _load(self):
+        df = self._read()
+        df["_time"] = self._times(df)
+        df = self._handle_nan(df)
+        df[self.station_column] = df[self.station_column].astype(str)
+        if isinstance(self.coordinates, dict):
+            unknown = sorted(set(df[self.station_column]) - set(self.coordinates))
+            if unknown:
+                i = int(np.flatnonzero(df[self.station_column].isin(unknown).to_numpy())[0])
+                raise TaskError(f"data file {df['file'].iat[i]!r}: station(s) {unknown[:10]} have no "
+                                f"coordinates; 'coordinates' knows {sorted(self.coordinates)}")
+        dup = df.duplicated([self.station_column, "_time"], keep=False)
+        if dup.any():
+            rows = df[dup]
+            raise TaskError(f"data file {rows['file'].iat[0]!r}: {int(dup.sum())} rows repeat a (station, "
+                            f"time) pair, e.g. station {rows[self.station_column].iat[0]!r} at "
+                            f"{rows['_time'].iat[0]} in rows {_rows(rows['file_row'][:2])} (0-based, header "
+                            f"excluded)")
+        df = df.sort_values(["_time", self.station_column], kind="stable").reset_index(drop=True)
+        targets = self._numeric(df, self.target_columns)
+        inputs = np.concatenate([self._calendar(df["_time"]), self._numeric(df, self.covariate_columns)], 1)
+        hours = ((df["_time"] - df["_time"].iloc[0]) / np.timedelta64(1, "h")).to_numpy(np.float64)[:, None]
+        latlon = self._latlon(df)
+        self._split_rows(len(df))
+        lo, hi = self.split_bounds["train"]
+        self.y_offset, self.y_scale = self._statistics(targets[lo:hi], self.target_columns, df, targets=True)
+        scaled = [self._scale(inputs, self._statistics(inputs[lo:hi], self.input_names, df)),
+                  self._onehot(df)]
+        self.x = np.concatenate(scaled, 1).astype(np.float32)
+        self.t = self._scale(hours, self._statistics(hours[lo:hi], ["time"], df)).astype(np.float32)
+        if self.space == "scaled":
+            self.s = self._scale(latlon, self._statistics(latlon[lo:hi], ["latitude", "longitude"], df))
+        else:
+            self.s = latlon if self.space == "latlon" else latlon_to_xyz(latlon)
+        self.s = self.s.astype(np.float32)
+        self.y = ((targets - self.y_offset) / self.y_scale).astype(np.float32)
+        self.table = df[["file", "file_row", self.station_column, "_time"]].rename(
+            columns={self.station_column: "station", "_time": "time"})
+        self.dim_x, self.dim_y = self.x.shape[1], self.y.shape[1]
+
+    @property
+    def input_names(self):
+        """Names of the scaled input columns of ``x`` (the one-hot columns follow them)."""
+        return list(self.calendar) + self.covariate_columns
+
+    def _calendar(self, times):
+        """``[N, len(calendar)]`` float64 calendar features."""
+        dt = times.dt
+        values = {"year": dt.year, "month": dt.month, "day": dt.day, "hour": dt.hour,
+                  "day_of_week": dt.dayofweek, "is_weekend": dt.dayofweek >= 5}
+        return np.stack([values[f].to_numpy(np.float64) for f in self.calendar], 1) if self.calendar \
+            else np.zeros((len(times), 0))
+
+    def _latlon(self, df):
+        """``[N, 2]`` float64 (latitude, longitude) of every row, checked."""
+        if isinstance(self.coordinates, dict):
+            return np.stack([df[self.station_column].map({k: v[j] for k, v in self.coordinates.items()})
+                             .to_numpy(np.float64) for j in (0, 1)], 1)
+        latlon = self._numeric(df, self.coordinates)
+        bad = np.flatnonzero(np.isnan(latlon).any(1) | (np.abs(latlon[:, 0]) > 90)
+                             | (latlon[:, 1] < -180) | (latlon[:, 1] > 360))
+        if bad.size:
+            i = bad[0]
+            raise TaskError(f"data file {df['file'].iat[i]!r}: coordinates {self.coordinates} in row "
+                            f"{df['file_row'].iat[i]} (0-based, header excluded) are {latlon[i].tolist()}; "
+                            f"latitude must lie in [-90, 90] and longitude in [-180, 360] degrees")
+        return latlon
+
+    def _onehot(self, df):
+        """``[N, sum of categories]`` one-hot columns; categories of the training rows, sorted."""
+        import pandas as pd
+
+        lo, hi = self.split_bounds["train"]
+        blocks, self.categories = [], {}
+        for col in self.categorical_columns:
+            values = df[col].astype(str)
+            cats = sorted(values.iloc[lo:hi].unique())
+            codes = pd.Categorical(values, categories=cats).codes
+            unseen = np.flatnonzero(codes < 0)
+            if unseen.size:
+                i = unseen[0]
+                raise TaskError(f"data file {df['file'].iat[i]!r}: categorical column {col!r} holds "
+                                f"{values.iat[i]!r} in row {df['file_row'].iat[i]} (0-based, header excluded), "
+                                f"a category the training rows never show ({cats})")
+            self.categories[col] = cats
+            blocks.append(np.eye(len(cats))[codes])
+        return np.concatenate(blocks, 1) if blocks else np.zeros((len(df), 0))
+
+    def _statistics(self, train, names, df, targets=False):
+        """``(offset, scale)`` ``[D]`` of ``scaling`` from the training rows ``train [n, D]``.
+        A constant input gets scale 1 (shifted only); a constant target is an error."""
+        if self.scaling == "minmax":
+            offset, scale = train.min(0), train.max(0) - train.min(0)
+        else:
+            offset, scale = train.mean(0), train.std(0)
+        flat = np.flatnonzero(scale == 0)
+        if flat.size and targets:
+            raise TaskError(f"{OWNER}: target column(s) {[names[j] for j in flat]} of {self._source} are "
+                            f"constant over the training rows: cannot scale them")
+        return offset, np.where(scale == 0, 1.0, scale)
+
+    @staticmethod
+    def _scale(values, stats):
+        offset, scale = stats
+        return (values - offset) / scale
+
+    @property
+    def _source(self):
+        return f"dataset {self.dataset_name!r}" if self.path is None else f"path {self.path!r}"
+
+    def _split_rows(self, n):
+        window = self.num_context + self.num_target
+        n_test, n_val = (math.floor(n * r + 1e-9) for r in self.split[2:0:-1])
+        n_train = min(math.floor(n * self.split[0] + 1e-9), n - n_test - n_val)
+        self.split_bounds = {"train": (0, n_train), "val": (n - n_test - n_val, n - n_test),
+                             "test": (n - n_test, n)}
+        for s, (lo, hi) in self.split_bounds.items():
+            if hi - lo < window:
+                raise TaskError(f"{OWNER}: the {s} split of {self._source} has {hi - lo} rows (rows {lo}.."
+                                f"{hi - 1} of {n} after nan_policy={self.nan_policy!r}, split {self.split}) "
+                                f"but one task needs num_context + num_target = {self.num_context} + "
+                                f"{self.num_target} = {window} rows")
+
+    # ------------------------------------------------------------------ queries
+    def to_original_units(self, y):
+        """Undo the target scaling: ``[..., Dy]`` -> ``[..., Dy]`` float64 in file units."""
+        return np.asarray(y, np.float64) * self.y_scale + self.y_offset
+
+    def window_starts(self, split):
+        """``[n]`` int64 evaluation window starts of ``split`` (every ``eval_stride``-th row)."""
+        if not (isinstance(split, str) and split in self.split_bounds):
+            raise TaskError(f"split must be one of {list(SPLITS)}, got {split!r}")
+        lo, hi = self.split_bounds[split]
+        return np.arange(lo, hi - self.num_context - self.num_target + 1, self.eval_stride, dtype=np.int64)
+
+    def get_config(self):
+        return {"path": self.path, "dataset": self.dataset_name, "target_columns": self.target_columns,
+                "covariate_columns": self.covariate_columns, "categorical_columns": self.categorical_columns,
+                "calendar": self.calendar,
+                "coordinates": ({k: list(v) for k, v in self.coordinates.items()}
+                                if isinstance(self.coordinates, dict) else self.coordinates),
+                "station_column": self.station_column, "time_columns": self.time_columns,
+                "space": self.space, "scaling": self.scaling, "split": list(self.split),
+                "num_context": self.num_context, "num_target": self.num_target,
+                "eval_stride": self.eval_stride, "nan_policy": self.nan_policy}
+
+    def extra_signature(self):
+        import tensorflow as tf
+
+        ds = self.s.shape[1]
+        return {"sc": tf.TensorSpec([None, None, ds], tf.float32), "st": tf.TensorSpec([None, None, ds], tf.float32),
+                "tc": tf.TensorSpec([None, None, 1], tf.float32), "tt": tf.TensorSpec([None, None, 1], tf.float32),
+                "window_start": tf.TensorSpec([None], tf.int64)}
+
+    # ------------------------------------------------------------------ data
+    def dataset(self, split="train", batch_size=16, seed=0, num_batches=None, start=0):
+        """Batches (module docstring); ``train`` infinite unless ``num_batches``, ``val``/``test``
+        every ``eval_stride``-th window once (``num_batches`` caps the count)."""
+        import tensorflow as tf
+
+        starts = self.window_starts(split)
+        lo, _ = self.split_bounds[split]
+        dataset_args(batch_size, num_batches, start, seed)
+        c, h = self.num_context, self.num_target
+        columns = {"x": tf.constant(self.x), "y": tf.constant(self.y), "s": tf.constant(self.s),
+                   "t": tf.constant(self.t)}
+        offsets = tf.range(c + h, dtype=tf.int64)
+
+        def make_batch(first):
+            b = tf.shape(first)[0]
+            v = {k: tf.gather(col, first[:, None] + offsets[None]) for k, col in columns.items()}
+            return {"xc": v["x"][:, :c], "yc": v["y"][:, :c], "xt": v["x"][:, c:], "yt": v["y"][:, c:],
+                    "sc": v["s"][:, :c], "st": v["s"][:, c:], "tc": v["t"][:, :c], "tt": v["t"][:, c:],
+                    "mask_c": tf.ones([b, c]), "mask_t": tf.ones([b, h]), "window_start": first}
+
+        if split == "train":
+            n_windows, seed = len(starts), int(seed)
+
+            def draw(i):  # batch i depends only on (seed, i)
+                return lo + tf.random.stateless_uniform(
+                    [batch_size], seed=tf.stack([tf.constant(seed, tf.int64), i]),
+                    minval=0, maxval=n_windows, dtype=tf.int64)
+
+            ds = tf.data.Dataset.counter(start=int(start)).map(draw)
+        else:
+            ds = tf.data.Dataset.from_tensor_slices(starts).batch(batch_size)
+        if num_batches is not None:
+            ds = ds.take(int(num_batches))
+        return ds.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+#: the BSA-TNP protocol on the UCI Beijing data (see the module docstring)
+BEIJING_AIR = {"dataset": "beijing-air", "target_columns": ["PM2.5", "PM10"],
+               "covariate_columns": ["TEMP", "PRES", "DEWP", "RAIN", "WSPM"],
+               "categorical_columns": ["wd"], "calendar": list(CALENDAR),
+               "coordinates": {k: list(v) for k, v in BEIJING_COORDINATES.items()},
+               "split": [0.8, 0.1, 0.1], "num_context": 624, "num_target": 84,
+               "scaling": "minmax", "space": "scaled", "nan_policy": "drop-any"}
+
+
+@hookimpl
+def register_tasks(register):
+    register("stations", StationsTask,
+             description="Hourly station data: space = station lat/lon, time = hours, x = calendar + "
+                         "weather covariates; windows of consecutive rows")
+    register("beijing-air", functools.partial(StationsTask, **BEIJING_AIR),
+             description="UCI Beijing air quality (BSA-TNP): PM2.5 and PM10 at 12 stations, 624 context "
+                         "rows, 84 targets, split 80/10/10")

@@ -1,0 +1,331 @@
+"""Station task and the beijing-air dataset (tasks/stations.py, tasks/datasets.py) on small
+synthetic files in the UCI format, against independent NumPy/pandas computations."""
+import csv
+import hashlib
+import io
+import math
+import zipfile
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from taylorformer import registry, testing
+from taylorformer.errors import TaskError
+from taylorformer.evaluation import evaluate
+from taylorformer.task import make_task
+from taylorformer.tasks import datasets
+from taylorformer.tasks.stations import BEIJING_COORDINATES, CALENDAR
+from taylorformer.training import TrainConfig, Trainer
+
+STATIONS = ("Aotizhongxin", "Dongsi", "Huairou")
+COLUMNS = ["No", "year", "month", "day", "hour", "PM2.5", "PM10", "SO2", "NO2", "CO", "O3", "TEMP",
+           "PRES", "DEWP", "RAIN", "wd", "WSPM", "station"]
+WIND = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
+HOURS = 120
+SMALL = {"num_context": 18, "num_target": 6, "eval_stride": 3}  # 6 h of 3 stations -> 2 h
+
+
+def station_frame(k, station, hours):
+    """UCI-style rows of one station: values are simple functions of the hour ``t`` and ``k``."""
+    t = np.arange(hours)
+    times = pd.date_range("2013-03-01", periods=hours, freq="h")
+    return pd.DataFrame({
+        "No": t + 1, "year": times.year, "month": times.month, "day": times.day, "hour": times.hour,
+        "PM2.5": 10.0 + 3 * k + (t % 17) * 1.5, "PM10": 20.0 + k + (t % 11) * 2.0,
+        "SO2": 5.0 + t % 3, "NO2": 7.0, "CO": 300.0, "O3": 70.0 + k,
+        "TEMP": -5.0 + 0.1 * t + k, "PRES": 1020.0 - 0.01 * t, "DEWP": -18.0 + 0.05 * t,
+        "RAIN": np.where(t % 23 == 0, 0.5, 0.0), "wd": [WIND[(i + k) % len(WIND)] for i in t],
+        "WSPM": 1.0 + (t % 5) * 0.3, "station": station})
+
+
+def write_station(folder, frame):
+    """One station file exactly as UCI writes them: quoted text, ``NA``, CRLF line ends."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"PRSA_Data_{frame['station'].iat[0]}_20130301-20170228.csv"
+    frame[COLUMNS].to_csv(path, index=False, na_rep="NA", quoting=csv.QUOTE_NONNUMERIC, lineterminator="\r\n")
+    return path
+
+
+@pytest.fixture
+def uci_folder(tmp_path):
+    """A folder of three station files, 120 hours each (360 rows, no missing values)."""
+    folder = tmp_path / "uci"
+    for k, station in enumerate(STATIONS):
+        write_station(folder, station_frame(k, station, HOURS))
+    return folder
+
+
+def stations(folder, **config):
+    return make_task("beijing-air", {"path": str(folder), **SMALL, **config})
+
+
+def expected_table(folder):
+    """The files' rows sorted by (time, station), read independently of the task."""
+    df = pd.concat([pd.read_csv(p) for p in sorted(folder.glob("*.csv"))], ignore_index=True)
+    df["time"] = pd.to_datetime(df[["year", "month", "day", "hour"]])
+    return df.sort_values(["time", "station"], kind="stable").reset_index(drop=True)
+
+
+def collect(ds):
+    batches = [{k: v.numpy() for k, v in b.items()} for b in ds]
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def haversine_deg(a, b):
+    """Great-circle distance in degrees between (lat, lon) degree pairs ``[N, 2]`` (haversine)."""
+    la, lb = np.radians(a[:, 0]), np.radians(b[:, 0])
+    dlat, dlon = lb - la, np.radians(b[:, 1] - a[:, 1])
+    h = np.sin(dlat / 2) ** 2 + np.cos(la) * np.cos(lb) * np.sin(dlon / 2) ** 2
+    return np.degrees(2 * np.arcsin(np.sqrt(h)))
+
+
+# ---------------------------------------------------------------------- protocol
+def test_registered():
+    for name in ("stations", "beijing-air"):
+        assert registry.entry("task", name).description
+
+
+def test_split_sizes_and_windows_follow_the_reference_protocol(uci_folder):
+    task = stations(uci_folder)
+    n = 3 * HOURS
+    n_test, n_val = math.floor(0.1 * n), math.floor(0.1 * n)  # last 10 %, the 10 % before
+    assert task.split_bounds == {"train": (0, math.floor(0.8 * n)), "val": (n - n_test - n_val, n - n_test),
+                                 "test": (n - n_test, n)}
+    assert (task.dim_x, task.dim_y) == (len(CALENDAR) + 5 + len(WIND), 2)
+    test = collect(task.dataset("test", batch_size=2))
+    lo, hi = task.split_bounds["test"]
+    np.testing.assert_array_equal(test["window_start"], np.arange(lo, hi - 24 + 1, 3))
+    assert test["xc"].shape[1:] == (18, task.dim_x) and test["yt"].shape[1:] == (6, 2)
+    assert test["sc"].shape[1:] == (18, 2) and test["tt"].shape[1:] == (6, 1)
+    assert test["mask_c"].all() and test["mask_t"].all()
+    # a window: context = the 18 rows from its start (the last 6 hours of the 3 stations),
+    # targets = the next 6 rows (the next 2 hours), in time order
+    table = expected_table(uci_folder)
+    for i, start in enumerate(test["window_start"]):
+        rows = table.iloc[start:start + 24]
+        np.testing.assert_array_equal(task.table["station"].iloc[start:start + 24], rows["station"])
+        assert rows["time"].iloc[:18].max() <= rows["time"].iloc[18:].min()
+        raw = task.to_original_units(np.concatenate([test["yc"][i], test["yt"][i]]))
+        np.testing.assert_allclose(raw, rows[["PM2.5", "PM10"]].to_numpy(), rtol=1e-5)
+    train = next(iter(task.dataset("train", batch_size=8, seed=3)))["window_start"].numpy()
+    assert train.min() >= 0 and train.max() <= task.split_bounds["train"][1] - 24
+
+
+@pytest.mark.parametrize("scaling", ["minmax", "zscore"])
+def test_inputs_and_targets_scaled_with_training_statistics(uci_folder, scaling):
+    task = stations(uci_folder, scaling=scaling)
+    table = expected_table(uci_folder)
+    n_train = task.split_bounds["train"][1]
+    times = table["time"]
+    calendar = np.stack([times.dt.year, times.dt.month, times.dt.day, times.dt.hour, times.dt.dayofweek,
+                         (times.dt.dayofweek >= 5)], 1).astype(float)
+    raw = np.concatenate([calendar, table[["TEMP", "PRES", "DEWP", "RAIN", "WSPM"]].to_numpy(float)], 1)
+    hours = ((times - times.iloc[0]).dt.total_seconds().to_numpy() / 3600.0)[:, None]
+    latlon = np.array([BEIJING_COORDINATES[s] for s in table["station"]])
+
+    def scaled(v, constant_ok=True):
+        train = v[:n_train]
+        if scaling == "minmax":
+            offset, scale = train.min(0), train.max(0) - train.min(0)
+        else:
+            offset = train.sum(0) / len(train)
+            scale = np.sqrt(((train - offset) ** 2).sum(0) / len(train))
+        return (v - offset) / np.where(scale == 0, 1.0, scale)
+
+    lo = task.split_bounds["val"][0]
+    val = collect(task.dataset("val", batch_size=4))
+    for i, start in enumerate(val["window_start"]):
+        rows = slice(start, start + 18)
+        np.testing.assert_allclose(val["xc"][i, :, :11], scaled(raw)[rows], atol=1e-5)
+        np.testing.assert_allclose(val["tc"][i], scaled(hours)[rows], atol=1e-5)
+        np.testing.assert_allclose(val["sc"][i], scaled(latlon)[rows], atol=1e-5)
+        np.testing.assert_allclose(val["yc"][i], scaled(table[["PM2.5", "PM10"]].to_numpy(float))[rows],
+                                   atol=1e-5)
+        onehot = val["xc"][i, :, 11:]
+        np.testing.assert_array_equal(onehot.sum(1), 1.0)
+        np.testing.assert_array_equal(np.array(sorted(WIND))[onehot.argmax(1)], table["wd"].iloc[rows])
+    assert lo == val["window_start"][0]
+    if scaling == "minmax":  # the training rows span [0, 1] exactly
+        assert task.y[:n_train].min() == 0.0 and task.y[:n_train].max() == 1.0
+
+
+def test_space_options_and_the_great_circle(uci_folder):
+    latlon = stations(uci_folder, space="latlon")
+    table = expected_table(uci_folder)
+    np.testing.assert_allclose(latlon.s, [BEIJING_COORDINATES[s] for s in table["station"]], rtol=1e-6)
+    xyz = stations(uci_folder, space="xyz")
+    np.testing.assert_allclose(np.linalg.norm(xyz.s, axis=1), 1.0, atol=1e-6)
+    a, b = xyz.s[:3].astype(np.float64), xyz.s[3:6].astype(np.float64)  # 3 stations, then the next hour
+    d = np.degrees(2 * np.arcsin(np.linalg.norm(a[:, None] - b[None], axis=-1) / 2))  # from the chord
+    pairs = np.array([BEIJING_COORDINATES[s] for s in STATIONS])
+    ref = haversine_deg(np.repeat(pairs, 3, 0), np.tile(pairs, (3, 1))).reshape(3, 3)
+    np.testing.assert_allclose(d, ref, atol=1e-4)  # float32 unit vectors: ~1e-5 degrees
+    assert ref[0, 1] > 0.05  # distinct stations (about 6 km apart)
+
+
+# ---------------------------------------------------------------------- missing values
+def write_with_gaps(tmp_path):
+    """Station 0 misses PM2.5 at hour 5, TEMP at hour 9 and SO2 (unused) at hour 14."""
+    folder = tmp_path / "gaps"
+    frames = [station_frame(k, s, HOURS) for k, s in enumerate(STATIONS)]
+    frames[0].loc[5, "PM2.5"] = np.nan
+    frames[0].loc[9, "TEMP"] = np.nan
+    frames[0].loc[14, "SO2"] = np.nan
+    for f in frames:
+        write_station(folder, f)
+    return folder, frames[0]
+
+
+def test_nan_policies(tmp_path):
+    folder, first = write_with_gaps(tmp_path)
+    with pytest.raises(TaskError) as err:
+        stations(folder, nan_policy="error")
+    msg = str(err.value)
+    assert "PRSA_Data_Aotizhongxin" in msg and "'PM2.5'" in msg and "'TEMP'" in msg and "[5]" in msg
+    assert "nan_policy" in msg
+
+    def kept(task):
+        rows = task.table[task.table["station"] == "Aotizhongxin"]["file_row"].to_numpy()
+        return set(range(HOURS)) - set(rows)
+
+    assert kept(stations(folder, nan_policy="drop")) == {5, 9}  # SO2 is not used
+    assert kept(stations(folder, nan_policy="drop-any")) == {5, 9, 14}  # the reference's dropna()
+    task = stations(folder, nan_policy="interpolate")
+    assert kept(task) == {5}  # a missing target is never invented
+    row = int(np.flatnonzero((task.table["station"] == "Aotizhongxin") & (task.table["file_row"] == 9))[0])
+    temps = first["TEMP"].to_numpy()
+    n_train = task.split_bounds["train"][1]
+    table = expected_table(folder).dropna(subset=["PM2.5"]).reset_index(drop=True)
+    col = table["TEMP"].to_numpy().copy()
+    col[row] = (temps[8] + temps[10]) / 2  # linear in time between its neighbours
+    lo, hi = col[:n_train].min(), col[:n_train].max()
+    assert task.x[row, len(CALENDAR)] == pytest.approx((col[row] - lo) / (hi - lo), abs=1e-6)
+
+
+# ---------------------------------------------------------------------- bad input
+def test_bad_files_and_columns_name_the_file_and_field(tmp_path, uci_folder):
+    with pytest.raises(TaskError, match="not found"):
+        stations(tmp_path / "nowhere")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TaskError, match="holds no"):
+        stations(empty)
+    with pytest.raises(TaskError, match=r"no column 'PM25'.*did you mean 'PM2.5'"):
+        stations(uci_folder, target_columns=["PM25"])
+    bad = tmp_path / "bad"
+    frame = station_frame(0, "Dongsi", HOURS)
+    frame["WSPM"] = frame["WSPM"].astype(object)
+    frame.loc[7, "WSPM"] = "calm"
+    path = write_station(bad, frame)
+    with pytest.raises(TaskError) as err:
+        stations(bad)
+    assert str(path) in str(err.value) and "'WSPM'" in str(err.value) and "'calm'" in str(err.value) \
+        and "row 7" in str(err.value)
+    odd = tmp_path / "odd"
+    write_station(odd, station_frame(0, "Atlantis", HOURS))
+    with pytest.raises(TaskError, match=r"PRSA_Data_Atlantis.*station\(s\) \['Atlantis'\] have no coordinates"):
+        stations(odd)
+    twice = tmp_path / "twice"
+    write_station(twice, station_frame(0, "Dongsi", HOURS))
+    (twice / "copy.csv").write_bytes(next(twice.glob("PRSA*")).read_bytes())
+    with pytest.raises(TaskError, match="repeat a \\(station, time\\) pair"):
+        stations(twice)
+    with pytest.raises(TaskError, match="the val split of .* has 36 rows .* needs .* = 40 \\+ 10 = 50"):
+        stations(uci_folder, num_context=40, num_target=10)
+    for key, value, words in [("space", "mercator", "'space'"), ("scaling", "robust", "'scaling'"),
+                              ("split", [0.8, 0.3, 0.1], "'split'"), ("num_context", 0, "'num_context'"),
+                              ("nan_policy", "zero", "'nan_policy'"), ("calendar", ["week"], "'calendar'"),
+                              ("coordinates", {"Dongsi": [95.0, 0.0]}, "latitude"),
+                              ("covariate_columns", ["TEMP", "PM10"], "more than one role")]:
+        with pytest.raises(TaskError, match=words):
+            stations(uci_folder, **{key: value})
+
+
+def test_nan_and_infinite_targets_are_refused_by_default(tmp_path):
+    folder = tmp_path / "inf"
+    frame = station_frame(0, "Dongsi", HOURS)
+    frame.loc[3, "PM10"] = np.inf
+    path = write_station(folder, frame)
+    with pytest.raises(TaskError) as err:
+        make_task("stations", {"path": str(path), "target_columns": "PM10", "calendar": ["hour"],
+                               "coordinates": {"Dongsi": [39.929, 116.417]}, "num_context": 3,
+                               "num_target": 1})
+    assert str(path) in str(err.value) and "'PM10'" in str(err.value) and "row 3" in str(err.value)
+
+
+# ---------------------------------------------------------------------- named dataset
+def uci_zip(folder, target):
+    """The UCI archive's layout: an outer zip holding PRSA2017_Data_20130301-20170228.zip,
+    which holds the folder PRSA_Data_20130301-20170228/ of station files."""
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as z:
+        for p in sorted(folder.glob("*.csv")):
+            z.write(p, f"PRSA_Data_20130301-20170228/{p.name}")
+    with zipfile.ZipFile(target, "w") as z:
+        z.writestr("PRSA2017_Data_20130301-20170228.zip", inner.getvalue())
+    return target
+
+
+def test_named_dataset_from_a_file_mirror(tmp_path, uci_folder, monkeypatch):
+    mirror, cache = tmp_path / "mirror", tmp_path / "cache"
+    mirror.mkdir()
+    entry = datasets.DATASETS["beijing-air"]
+    uci_zip(uci_folder, mirror / entry.filename)
+    members = {p.name: "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest() for p in uci_folder.glob("*.csv")}
+    monkeypatch.setitem(datasets.DATASETS, "beijing-air", datasets.DataArchive(
+        entry.filename, entry.url, members, inner=entry.inner))
+    monkeypatch.setenv(datasets.MIRROR_ENV, mirror.as_uri())
+    monkeypatch.setenv(datasets.CACHE_ENV, str(cache))
+    task = make_task("beijing-air", SMALL)
+    folder = cache / "datasets" / "beijing-air"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(members)
+    assert not (cache / "datasets" / entry.filename).exists()  # the archive is removed once checked
+    from_path = stations(uci_folder)
+    np.testing.assert_array_equal(task.y, from_path.y)
+    np.testing.assert_array_equal(task.x, from_path.x)
+    # a corrupt cached member is removed with an error naming it
+    victim = folder / sorted(members)[1]
+    victim.write_bytes(victim.read_bytes().replace(b"Dongsi", b"Dongsj", 1))
+    with pytest.raises(TaskError, match=f"{victim.name}.*has sha256 .*expected"):
+        make_task("beijing-air", SMALL)
+    assert not victim.exists()
+    make_task("beijing-air", SMALL)  # extracted again from the mirror's archive
+    assert victim.is_file()
+    # offline, no copy: the error names the URL and the folder for the file
+    monkeypatch.setenv(datasets.MIRROR_ENV, (tmp_path / "empty-mirror").as_uri())
+    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache2"))
+    with pytest.raises(TaskError) as err:
+        make_task("beijing-air", SMALL)
+    assert f"empty-mirror/{entry.filename}" in str(err.value) and str(tmp_path / "cache2" / "datasets") in str(err.value)
+
+
+def test_pinned_archive_entry():
+    entry = datasets.DATASETS["beijing-air"]
+    assert entry.url.startswith("https://archive.ics.uci.edu/") and entry.inner.endswith(".zip")
+    assert sorted(entry.members) == sorted(f"PRSA_Data_{s}_20130301-20170228.csv" for s in BEIJING_COORDINATES)
+    assert all(d.startswith("sha256:") and len(d) == 71 for d in entry.members.values())
+
+
+# ---------------------------------------------------------------------- end to end
+def test_task_contract(uci_folder):
+    testing.check_task("beijing-air", batch_size=2, path=str(uci_folder), **SMALL)
+
+
+def test_build_fit_evaluate_with_a_geodesic_bias(uci_folder, tmp_path):
+    task = stations(uci_folder, space="latlon")
+    spec = {"preset": "bsa-tnp", "encoder": {
+        "layers": 1, "width": 16, "num_heads": 2, "head_dim": 8, "embed_widths": [16], "ffn_width": 16,
+        "positions": "groups", "attention": {"name": "biased", "groups": [
+            {"name": "space", "dims": [0, 1], "distance": "geodesic", "coords": "latlon"},
+            {"name": "time", "dims": [2]}]}}, "head": {"width": 16}}
+    cfg = TrainConfig(steps=2, batch_size=4, val_every=2, val_batches=1, checkpoint_every=2,
+                      tensorboard=False, warmup_steps=0)
+    trainer = Trainer(spec, task, cfg, out_dir=str(tmp_path / "run"))
+    rows = trainer.fit(verbose=0)
+    assert int(rows[-1]["step"]) == 2
+    assert np.isfinite(float(rows[-1]["train_loss"])) and np.isfinite(float(rows[-1]["val_loglik"]))
+    result = evaluate(trainer.model, task, "test", batch_size=4, num_batches=2)
+    assert result["num_tasks"] == len(task.window_starts("test")) == 5  # windows at rows 324, 327, ..., 336
+    assert np.isfinite(result["loglik"]["mean"])
+    assert 0.0 <= result["coverage95"] <= 1.0

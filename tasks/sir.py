@@ -4,9 +4,13 @@ The simulator is vectorised NumPy. Batches are padded to the largest Nc/Nt the c
 allows, with ``mask_c``/``mask_t``; padded entries are 0.
 
 ``sir`` (:class:`SIRTask`; paper Sec. 5.2)
-    x = cell centre in R^2 (``dim_x = 2``), y = the cell's state at a random step
-    (``encoding="onehot"``: indicators [S, I, R], ``dim_y = 3``; ``"state"``: 0/1/2,
-    ``dim_y = 1``). A 64 x 64 grid on [-2, 2]^2, 25 steps, beta ~ Beta(2, 8),
+    x = cell centre in R^2 (``dim_x = 2``), y = the cell's state at a random step:
+    ``encoding="state"`` (default) the class label 0/1/2 = S/I/R (``dim_y = 1``), for the
+    ``categorical`` likelihood with ``classes=3``, as the paper (its code's
+    ``MultinomialOutput``: softmax cross-entropy over the three states; Table 3's NLL is
+    that categorical NLL per point); ``"onehot"``: indicators [S, I, R] (``dim_y = 3``),
+    the encoding the paper's code feeds to its network, for real-valued heads such as
+    ``normal`` (not comparable with the paper's NLL). A 64 x 64 grid on [-2, 2]^2, 25 steps, beta ~ Beta(2, 8),
     gamma ~ InvGamma(5, 0.4), omega ~ randint(1, 5) (1..4) initial infections;
     ``domain`` ``"shifted"`` = [8, 12]^2, ``"scaled"`` = [-4, 4]^2 on 128 x 128 (same
     cell size, 4x the points). Context: Nc ~ U{128..512} distinct cells; targets: the
@@ -80,10 +84,10 @@ class SIRTask(Task):
     dim_x = 2
 
     def __init__(self, *, domain="train", grid=64, steps=25, num_context=(128, 512),
-                 num_target=1024, radius=3.0, encoding="onehot", beta=(2.0, 8.0),
+                 num_target=1024, radius=3.0, encoding="state", beta=(2.0, 8.0),
                  gamma=(5.0, 0.4), initial=(1, 5)):
         self.domain = check_choice("sir", "domain", domain, SIR_DOMAINS)
-        self.encoding = check_choice("sir", "encoding", encoding, ("onehot", "state"))
+        self.encoding = check_choice("sir", "encoding", encoding, ("state", "onehot"))
         self.dim_y = 3 if encoding == "onehot" else 1
         owner = "sir task"
         self.grid = check_int(owner, "grid", grid, 4, MAX_GRID)
@@ -116,6 +120,7 @@ class SIRTask(Task):
         return np.stack([a.ravel(), b.ravel()], -1).astype(np.float32)
 
     def encode(self, states):
+        """float32 outputs ``[..., dim_y]`` of int ``states [...]`` (0 = S, 1 = I, 2 = R)."""
         if self.encoding == "state":
             return states[..., None].astype(np.float32)
         return np.eye(3, dtype=np.float32)[states]
@@ -156,4 +161,5 @@ class SIRTask(Task):
 
 @hookimpl
 def register_tasks(register):
-    register("sir", SIRTask, description="SIR epidemics on a 64x64 grid (BSA-TNP); context among targets.")
+    register("sir", SIRTask, description="SIR epidemics on a 64x64 grid (BSA-TNP); context among targets; "
+                                         "states 0/1/2 for the categorical likelihood (classes=3).")

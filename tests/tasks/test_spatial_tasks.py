@@ -4,7 +4,7 @@ import pytest
 
 from taylorformer import registry
 from taylorformer.models import build_model
-from taylorformer.inference import loglik
+from taylorformer.inference import loglik, predict
 from taylorformer.tasks.gaussian_process import gp_posterior_loglik
 from taylorformer.tasks.sir import SIRTask, simulate_sir, sir_offsets
 from taylorformer.tasks.spatial_gp import GP2DTask
@@ -120,7 +120,7 @@ def test_sir_simulator_conservation_and_monotone_recoveries():
 @pytest.mark.parametrize("domain,lim,cells", [("train", 2, 64), ("shifted", (8, 12), 64), ("scaled", 4, 128)])
 def test_sir_task_batches(domain, lim, cells):
     lo, hi = (-lim, lim) if np.isscalar(lim) else lim
-    task = SIRTask(domain=domain, steps=8, num_context=[12, 20], num_target=30)
+    task = SIRTask(domain=domain, steps=8, num_context=[12, 20], num_target=30, encoding="onehot")
     assert (task.dim_x, task.dim_y) == (2, 3) and task.cells == cells
     batch = task.sample(np.random.default_rng(0), 3, "train")
     f = 4 if domain == "scaled" else 1
@@ -138,10 +138,30 @@ def test_sir_task_batches(domain, lim, cells):
         assert xt.min() > lo and xt.max() < hi
         np.testing.assert_allclose((xt - lo) / step % 1, 0.5, atol=1e-4)  # cell centres
         np.testing.assert_array_equal(batch["yt"][i, :nt].sum(-1), 1.0)  # one-hot
-    state = SIRTask(encoding="state", steps=3, num_context=5, num_target=5)
-    assert state.dim_y == 1
-    y = state.sample(np.random.default_rng(1), 2, "train")["yt"]
-    assert set(np.unique(y)) <= {0.0, 1.0, 2.0}
+    # the default (the paper's categorical states): the class label of the same cells
+    state = SIRTask(domain=domain, steps=8, num_context=[12, 20], num_target=30)
+    assert state.encoding == "state" and state.dim_y == 1
+    labels = state.sample(np.random.default_rng(0), 3, "train")
+    np.testing.assert_array_equal(labels["xt"], batch["xt"])
+    np.testing.assert_array_equal(labels["yt"][..., 0], np.argmax(batch["yt"], -1) * batch["mask_t"])
+
+
+def test_sir_states_through_the_categorical_likelihood():
+    """The paper's SIR likelihood: log P(y = state) = log_softmax(logits)[state] per cell,
+    against NumPy; the predictive mean is the expected class index."""
+    task = SIRTask(steps=4, grid=16, num_context=[5, 9], num_target=8)
+    model = build_model("bsa-tnp", dim_x=2, dim_y=1, likelihood={"name": "categorical", "classes": 3},
+                        encoder={"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8,
+                                 "embed_widths": [16], "ffn_width": 16})
+    batch = {k: v.numpy() for k, v in next(iter(task.dataset("val", batch_size=2, num_batches=1))).items()}
+    logits = np.asarray(model(batch)["logits"], np.float64)  # [B, Nt, 1, 3]
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    y = batch["yt"][..., 0].astype(int)
+    per_point = np.take_along_axis(log_p[:, :, 0], y[..., None], -1)[..., 0]  # [B, Nt]
+    mask = batch["mask_t"]
+    np.testing.assert_allclose(loglik(model, batch).numpy(), (per_point * mask).sum(1) / mask.sum(1), rtol=1e-5)
+    p = np.exp(log_p[:, :, 0])
+    np.testing.assert_allclose(predict(model, batch)["mean"][..., 0], p @ np.arange(3.0), rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------------------- generic spatial

@@ -7,6 +7,7 @@ A task picks its plot through :meth:`taylorformer.task.Task.plot` (what
 ``taylorformer plot RUN_DIR`` and the prediction images of training call).
 
 - :mod:`~taylorformer.plotting.functions`: 1-D predictive bands on a dense grid, 2-D maps.
+- :mod:`~taylorformer.plotting.images`: image completion: context, mean, stddev and samples.
 """
 from taylorformer.plotting.functions import plot_predictions
 

@@ -1,0 +1,330 @@
+"""Image completion task (tasks/image.py) and its plot (plotting/images.py), offline:
+scikit-learn's bundled 8x8 digits written as .npy/.npz and a PNG folder, and
+tensorflow-datasets' mock data for the tfds: sources and the presets. Pixels and
+coordinates are checked against independent NumPy computations."""
+import numpy as np
+import pytest
+
+from taylorformer import registry
+from taylorformer.errors import TaskError
+from taylorformer.task import make_task, plot_task
+from taylorformer.tasks.image import pixel_coordinates, pixel_indices
+
+sklearn_datasets = pytest.importorskip("sklearn.datasets")
+Image = pytest.importorskip("PIL.Image")
+
+TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
+        "head": {"width": 16}}
+SMALL = {"num_context": [3, 20], "num_target": [1, 30]}
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """``(uint8 images [N, 8, 8], labels [N])``: the 0..16 digits scaled to 0..255."""
+    data = sklearn_datasets.load_digits()
+    return np.rint(data.images * 255 / 16).astype(np.uint8), data.target
+
+
+@pytest.fixture(scope="module")
+def files(digits, tmp_path_factory):
+    """The digits as .npy (uint8), .npz (float [N, 8, 8, 1] in [0, 1] + labels) and a
+    folder of the first 40 as grey PNGs."""
+    images, labels = digits
+    root = tmp_path_factory.mktemp("digits")
+    np.save(root / "digits.npy", images)
+    np.savez(root / "digits.npz", images=(images / 255.0)[..., None], labels=labels)
+    (root / "png").mkdir()
+    for k in range(40):
+        Image.fromarray(images[k], mode="L").save(root / "png" / f"{k:03d}.png")
+    return root
+
+
+def scaled(values):
+    """uint8 intensities -> the default value range [-0.5, 0.5]."""
+    return values / 255.0 - 0.5
+
+
+def pixels_of(x, shape):
+    """(rows, cols) of inputs ``x [N, 2]``, by the documented formula (not the task's code)."""
+    return (np.rint((x[:, 0] + 1) / 2 * (shape[0] - 1)).astype(int),
+            np.rint((x[:, 1] + 1) / 2 * (shape[1] - 1)).astype(int))
+
+
+# ----------------------------------------------------------------------------- mapping
+def test_pixel_coordinates_and_their_inverse():
+    x = pixel_coordinates((3, 5)).reshape(3, 5, 2)
+    np.testing.assert_allclose(x[..., 0], np.array([[-1.0] * 5, [0.0] * 5, [1.0] * 5]))
+    np.testing.assert_allclose(x[..., 1], np.tile([-1.0, -0.5, 0.0, 0.5, 1.0], (3, 1)))
+    np.testing.assert_array_equal(pixel_indices(x.reshape(-1, 2), (3, 5)), np.arange(15))
+    with pytest.raises(ValueError, match="outside"):
+        pixel_indices(np.array([[2.0, 0.0]]), (3, 5))
+
+
+def test_context_and_targets_are_the_pixels_of_the_image(digits, files):
+    images, _ = digits
+    task = make_task("image", {"source": str(files / "digits.npy"), "num_context": [0, 10],
+                               "num_target": "rest"})
+    assert (task.dim_x, task.dim_y, task.canvas_shape) == (2, 1, (8, 8))
+    assert (task.max_context, task.max_target) == (10, 64)
+    first_val = int(np.floor(0.8 * len(images)))
+    batch = {k: v.numpy() for k, v in next(iter(task.dataset("val", batch_size=8))).items()}
+    for k in range(8):
+        image = scaled(images[first_val + k].astype(np.float64))
+        mc, mt = batch["mask_c"][k] > 0, batch["mask_t"][k] > 0
+        assert 0 <= mc.sum() <= 10 and mc.sum() + mt.sum() == 64
+        rc, cc = pixels_of(batch["xc"][k, mc], (8, 8))
+        rt, ct = pixels_of(batch["xt"][k, mt], (8, 8))
+        np.testing.assert_allclose(batch["yc"][k, mc, 0], image[rc, cc], atol=1e-6)
+        np.testing.assert_allclose(batch["yt"][k, mt, 0], image[rt, ct], atol=1e-6)
+        covered = np.zeros((8, 8), int)
+        np.add.at(covered, (np.concatenate([rc, rt]), np.concatenate([cc, ct])), 1)
+        assert (covered == 1).all()  # context and targets split the image
+        assert not batch["xc"][k, ~mc].any() and not batch["yt"][k, ~mt].any()  # padding is 0
+
+
+def test_array_npy_npz_and_png_sources_give_the_same_images(digits, files):
+    images, _ = digits
+    expected = scaled(images[:32].astype(np.float64))[..., None]
+    for source in (images, str(files / "digits.npy"), files / "digits.npz", str(files / "png")):
+        task = make_task("image", {"source": source, **SMALL})
+        got = np.stack([task.canvas("train", k) for k in range(32)])
+        np.testing.assert_allclose(got, expected, atol=0.51 / 255 if "npz" in str(source) else 1e-6)
+    assert make_task("image", {"source": str(files / "png"), **SMALL}).num_images("train") == 32
+
+
+def test_translation_places_each_image_on_a_black_canvas(digits, files):
+    images, _ = digits
+    config = {"source": str(files / "digits.npy"), "max_shift": [3, 2], "num_context": [2, 5],
+              "num_target": "all"}
+    task = make_task("image", config)
+    assert task.canvas_shape == (14, 12)
+    shifts = task.shifts["test"]
+    assert shifts[:, 0].min() == -3 and shifts[:, 0].max() == 3 and np.abs(shifts[:, 1]).max() == 2
+    np.testing.assert_array_equal(make_task("image", config).shifts["test"], shifts)  # fixed per image
+    first_test = int(np.floor(0.9 * len(images)))
+    batch = {k: v.numpy() for k, v in next(iter(task.dataset("test", batch_size=4))).items()}
+    for k in range(4):
+        dr, dc = shifts[k]
+        padded = np.pad(images[first_test + k].astype(np.float64), ((3, 3), (2, 2)))
+        expected = scaled(np.roll(padded, (dr, dc), axis=(0, 1)))
+        rows, cols = pixels_of(batch["xt"][k], (14, 12))
+        np.testing.assert_allclose(batch["yt"][k, :, 0], expected[rows, cols], atol=1e-6)
+    per_task = make_task("image", {**config, "shift_per_task": True})
+    a, b = (per_task.sample(np.random.default_rng(s), 8, "train")["yt"] for s in (0, 1))
+    assert a.shape == b.shape == (8, 168, 1)
+
+
+def test_evaluation_splits_hold_every_image_once_whatever_the_batch_size(digits, files):
+    task = make_task("image", {"source": str(files / "digits.npy"), **SMALL})
+    n = task.num_images("test")
+    runs = [list(task.dataset("test", batch_size=b)) for b in (16, 7)]
+    assert [len(r) for r in runs] == [-(-n // 16), -(-n // 7)]
+    for key in ("xc", "yc", "xt", "yt", "mask_c"):
+        first, second = (np.concatenate([batch[key].numpy() for batch in run]) for run in runs)
+        assert len(first) == n
+        np.testing.assert_array_equal(first, second)
+    assert len(list(task.dataset("test", batch_size=16, num_batches=2))) == 2
+
+
+def test_training_batch_i_depends_only_on_seed_and_i(files):
+    task = make_task("image", {"source": str(files / "digits.npy"), **SMALL})
+    stream = list(task.dataset("train", batch_size=4, seed=3, num_batches=3))
+    resumed = next(iter(task.dataset("train", batch_size=4, seed=3, start=2, num_batches=1)))
+    other = next(iter(task.dataset("train", batch_size=4, seed=4, num_batches=1)))
+    np.testing.assert_array_equal(resumed["yc"].numpy(), stream[2]["yc"].numpy())
+    assert not np.array_equal(other["yc"].numpy(), stream[0]["yc"].numpy())
+
+
+def test_classes_keep_only_those_labels(digits, files):
+    _, labels = digits
+    task = make_task("image", {"source": str(files / "digits.npz"), "classes": [0, 1],
+                               "test_classes": [7], **SMALL})
+    cut = int(np.floor(0.8 * len(labels)))
+    assert task.num_images("train") == np.isin(labels[:cut], [0, 1]).sum()
+    assert set(task.labels["train"]) == {0, 1} and set(task.labels["test"]) == {7}
+    assert task.num_images("test") == (labels[int(np.floor(0.9 * len(labels))):] == 7).sum()
+
+
+def test_channels_resize_and_transpose(digits):
+    images, _ = digits
+    unit = images[:20] / 255.0
+    grey = make_task("image", {"source": unit.astype(np.float32), "transpose": True,
+                               "image_size": [4, 4], "num_context": [1, 3], "num_target": [1, 4]})
+    blocks = unit.transpose(0, 2, 1).reshape(20, 4, 2, 4, 2).mean(axis=(2, 4))  # 2x2 area means
+    np.testing.assert_allclose(np.stack([grey.canvas("train", k)[..., 0] for k in range(16)]),
+                               blocks[:16] - 0.5, atol=1e-6)
+    rgb = np.stack([images[:20], images[20:40], images[40:60]], axis=-1)
+    task = make_task("image", {"source": rgb, "channels": 1, **SMALL})
+    luma = np.clip(np.rint(rgb @ np.array([0.299, 0.587, 0.114])), 0, 255)
+    np.testing.assert_allclose(task.canvas("train", 3)[..., 0], scaled(luma[3]), atol=1e-6)
+    colour = make_task("image", {"source": images[:20], "channels": 3, "value_range": [0, 1], **SMALL})
+    assert colour.dim_y == 3
+    np.testing.assert_allclose(colour.canvas("train", 5), np.repeat(images[5, ..., None] / 255.0, 3, -1), atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- errors
+def _write(path, maker):
+    maker(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("case,match", [
+    ("missing file", "not found"),
+    ("text as npy", "cannot read image file .*bad.npy"),
+    ("npz without images", r"no key 'images'.*\['pixels'\]"),
+    ("2-d array", r"shape \[N, H, W\] or \[N, H, W, C\].*\(5, 64\)"),
+    ("4 channels", r"C = 1 or 3.*\(5, 8, 8, 4\)"),
+    ("complex dtype", "dtype complex128"),
+    ("int out of range", r"outside integers in \[0, 255\], the first 300 at .*\[2, 1, 3, 0\]"),
+    ("nan", r"outside floats in \[0, 1\].*nan at .*\[1, 4, 0, 0\]"),
+    ("labels wrong length", "key 'labels' of image file .* must be 5 integer labels"),
+    ("empty folder", "has no PNG/JPEG files"),
+    ("corrupt png", r"cannot read image file .*001.png"),
+    ("mixed sizes", r"001.png.* has shape \(9, 8\).*000.png"),
+    ("palette png", r"000.png.* mode 'P'"),
+    ("csv suffix", "must be .npy or .npz"),
+])
+def test_bad_sources_name_the_file_and_the_field(tmp_path, case, match):
+    ok = np.zeros((5, 8, 8), np.uint8)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    if case == "missing file":
+        source = str(tmp_path / "nope.npz")
+    elif case == "text as npy":
+        source = _write(tmp_path / "bad.npy", lambda p: p.write_text("not numpy"))
+    elif case == "npz without images":
+        source = _write(tmp_path / "x.npz", lambda p: np.savez(p, pixels=ok))
+    elif case in ("2-d array", "4 channels", "complex dtype", "int out of range", "nan", "labels wrong length"):
+        arrays = {"2-d array": np.zeros((5, 64)), "4 channels": np.zeros((5, 8, 8, 4)),
+                  "complex dtype": np.zeros((5, 8, 8), complex), "int out of range": ok.astype(int),
+                  "nan": np.zeros((5, 8, 8, 1)), "labels wrong length": ok}
+        array = arrays[case]
+        if case == "int out of range":
+            array[2, 1, 3] = 300
+        if case == "nan":
+            array[1, 4, 0, 0] = np.nan
+        labels = np.arange(3) if case == "labels wrong length" else np.arange(5)
+        source = _write(tmp_path / "x.npz", lambda p: np.savez(p, images=array, labels=labels))
+    elif case == "empty folder":
+        (folder / "notes.txt").write_text("no images here")
+        source = str(folder)
+    elif case in ("corrupt png", "mixed sizes", "palette png"):
+        Image.fromarray(np.zeros((8, 8), np.uint8), mode="L" if case != "palette png" else "P").save(folder / "000.png")
+        if case == "corrupt png":
+            (folder / "001.png").write_bytes(b"\x89PNG truncated")
+        if case == "mixed sizes":
+            Image.fromarray(np.zeros((9, 8), np.uint8), mode="L").save(folder / "001.png")
+        source = str(folder)
+    else:
+        source = _write(tmp_path / "x.csv", lambda p: p.write_text("1,2\n"))
+    with pytest.raises(TaskError, match=match):
+        make_task("image", {"source": source, **SMALL})
+
+
+@pytest.mark.parametrize("config,match", [
+    ({}, "needs source="),
+    ({"source": 3}, "'source' must be an array"),
+    ({"split": [0.5, 0.5]}, "'split' must be three positive ratios"),
+    ({"split": {"train": "train"}}, "'split' must be three positive ratios"),
+    ({"download": False}, "data_dir and download apply to tfds: sources only"),
+    ({"classes": [0]}, "'classes' needs labels, but the train split of image source file"),
+    ({"num_context": [3, 60], "num_target": [1, 10]}, "do not fit on the 8 x 8 canvas"),
+    ({"num_context": [3, 64], "num_target": "rest"}, "leave no target pixel"),
+    ({"num_context": [3, 10], "context_fraction": [0.1, 0.2]}, "not both"),
+    ({"context_fraction": [0.3, 0.31]}, "'context_fraction' must be"),
+    ({"num_target": "some"}, "'num_target' must be one of 'rest', 'all'"),
+    ({"value_range": [1, 1]}, "'value_range' must be"),
+    ({"channels": 2}, "'channels' must be one of None, 1, 3"),
+    ({"max_shift": -1}, "'max_shift' must be an int or two ints"),
+    ({"image_size": [1, 8]}, "'image_size' must be"),
+    ({"source": np.zeros((10, 8, 8)), "split": [0.9, 0.05, 0.05]},
+     r"the val split of image source the array \(images \[9, 9\) of 10.*holds no images"),
+    ({"source": "NPZ", "test_classes": [99]}, r"the test split of .*digits.npz.* holds no images with labels "
+                                              r"test_classes=\[99\]"),
+])
+def test_bad_configs_name_the_key(files, config, match):
+    if config:
+        base = {"source": str(files / "digits.npy"), **SMALL}
+        if "context_fraction" in config and "num_context" not in config:
+            del base["num_context"]
+        config = {**base, **config}
+        if isinstance(config["source"], str) and config["source"] == "NPZ":
+            config["source"] = str(files / "digits.npz")
+    with pytest.raises(TaskError, match=match):
+        make_task("image", config)
+
+
+def test_tfds_source_without_tensorflow_datasets_names_the_extra(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "tensorflow_datasets", None)
+    with pytest.raises(TaskError, match=r"needs tensorflow-datasets.*taylorformer\[images\]"):
+        make_task("mnist")
+
+
+# ----------------------------------------------------------------------------- tfds
+def test_presets_through_tensorflow_datasets_mock_data(tmp_path):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    with tfds.testing.mock_data(num_examples=6):
+        direct = {name: list(tfds.as_numpy(tfds.load(name, split="test").batch(100)))[0]
+                  for name in ("mnist", "emnist/balanced")}
+        tasks = {name: make_task(name) for name in ("mnist", "emnist-unseen", "celeba", "t-cifar10")}
+        with pytest.raises(TaskError, match=r"cannot load image source 'tfds:no_such_set'"):
+            make_task("image", {"source": "tfds:no_such_set"})
+    with pytest.raises(TaskError, match=r"tfds:mnist.*could not find data.*`tfds build mnist`.*data_dir"):
+        make_task("mnist", {"download": False, "data_dir": str(tmp_path)})  # offline: no download tried
+    shapes = {name: (t.canvas_shape, t.dim_y) for name, t in tasks.items()}
+    assert shapes == {"mnist": ((28, 28), 1), "emnist-unseen": ((28, 28), 1), "celeba": ((32, 32), 3),
+                      "t-cifar10": ((64, 64), 3)}
+    np.testing.assert_array_equal(tasks["mnist"].images["test"], direct["mnist"]["image"])
+    np.testing.assert_array_equal(tasks["mnist"].labels["test"], direct["mnist"]["label"])
+    # emnist-unseen tests on the letters (labels 10-46), stored transposed by tfds: swapped back
+    letters = np.isin(direct["emnist/balanced"]["label"], range(10, 47))
+    assert letters.any()
+    np.testing.assert_array_equal(tasks["emnist-unseen"].images["test"],
+                                  direct["emnist/balanced"]["image"][letters].transpose(0, 2, 1, 3))
+    assert set(tasks["emnist-unseen"].labels["train"]) <= set(range(10))
+    assert tasks["t-cifar10"].num_context == (0, 64 * 64 // 3) and tasks["t-cifar10"].num_target == "rest"
+    assert tasks["celeba"].split == {"train": "train", "val": "validation", "test": "test"}
+    presets = {name: registry.get("task", name).keywords for name in ("mnist", "emnist", "cifar10", "t-mnist")}
+    assert presets["emnist"]["classes"] == list(range(10)) and presets["emnist"]["transpose"]
+    assert presets["t-mnist"]["max_shift"] == 14 and presets["cifar10"]["source"] == "tfds:cifar10"
+
+
+# ----------------------------------------------------------------------------- fit and plot
+def test_fit_evaluate_and_plot_on_the_digits(files):
+    import keras
+    import tensorflow as tf
+    from matplotlib.figure import Figure
+
+    import taylorformer as tfm
+    from taylorformer.evaluation import evaluate
+    from taylorformer.inference import predict
+    from taylorformer.plotting.images import MASK_COLOUR
+
+    task = make_task("image", {"source": str(files / "digits.npy"), "context_fraction": [0.0, 0.25],
+                               "num_target": "rest"})
+    model = tfm.build_model({**TINY, "dim_x": task.dim_x, "dim_y": task.dim_y})
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=False)
+    history = model.fit(task.dataset("train", batch_size=4), steps_per_epoch=2, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    metrics = evaluate(model, task, "test", batch_size=32)
+    assert metrics["num_tasks"] == task.num_images("test") and np.isfinite(metrics["loglik"]["mean"])
+
+    batch = next(iter(task.dataset("val", batch_size=3)))
+    fig = plot_task(task, model, batch, num_tasks=2, num_samples=2)
+    assert isinstance(fig, Figure) and len([a for a in fig.axes if a.get_title()]) == 2 * 6
+    axes = Figure().subplots(2, 6)
+    assert task.plot(model, batch, num_tasks=2, num_samples=2, axes=axes) is axes[0, 0].figure
+    context = axes[0, 0].get_images()[0].get_array()  # [8, 8, 3]
+    mean = axes[0, 2].get_images()[0].get_array()
+    b = {k: v.numpy() for k, v in batch.items()}
+    mc = b["mask_c"][0] > 0
+    rows, cols = pixels_of(b["xc"][0, mc], (8, 8))
+    in_context = np.zeros((8, 8), bool)
+    in_context[rows, cols] = True
+    np.testing.assert_allclose(context[rows, cols, 0], b["yc"][0, mc, 0] + 0.5, atol=1e-6)
+    np.testing.assert_allclose(context[~in_context], np.tile(MASK_COLOUR, ((~in_context).sum(), 1)))
+    grid = np.stack(np.meshgrid(np.linspace(-1, 1, 8), np.linspace(-1, 1, 8), indexing="ij"), -1).reshape(1, 64, 2)
+    query = {**{k: v[:1] for k, v in b.items()}, "xt": tf.constant(grid, tf.float32),
+             "yt": tf.zeros([1, 64, 1]), "mask_t": tf.ones([1, 64])}
+    expected = np.clip(predict(model, query)["mean"].numpy()[0, :, 0] + 0.5, 0, 1).reshape(8, 8)
+    np.testing.assert_allclose(mean[..., 0], expected, atol=1e-5)

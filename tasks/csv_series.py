@@ -15,15 +15,26 @@ Protocol, for a series of ``N`` rows (after NaN handling) and one window of
 * Standardisation: ``(y - mean) / std`` per target column, with ``mean`` and the
   population ``std`` (ddof 0) of the *training rows only*.
 * Inputs: every row is one time step (date gaps are ignored). The W rows of a window
-  get ``x_j = -1 + 2 j / (W - 1)``, ``j = 0..W-1``: the first context row maps to -1,
-  the last target row to +1, so ``x`` is the same for every window.
+  get the position ``x_j = -1 + 2 j / (W - 1)``, ``j = 0..W-1``: the first context row
+  maps to -1, the last target row to +1, the same for every window. After it come, per
+  row, the ``covariate_columns`` (z-scores with the training mean and std, like the
+  targets; known at the target rows too, e.g. a weather forecast or a price schedule)
+  and the ``calendar_features`` of the row's date (:data:`CALENDAR_FEATURES`), so
+  ``dim_x = 1 + len(covariate_columns) + (2 or 1) * len(calendar_features)``.
 * Windows: ``train`` draws window starts uniformly at random (infinite, seeded by
   ``seed`` and the batch index); ``val``/``test`` give every valid start of the split in
   increasing order (every ``eval_stride``-th), the last batch possibly smaller.
 
-Batch (see :mod:`taylorformer.batch`): ``xc [B, C, 1]``, ``yc [B, C, Dy]``,
-``xt [B, H, 1]``, ``yt [B, H, Dy]``, ``mask_c [B, C]``, ``mask_t [B, H]`` (all ones),
+Batch (see :mod:`taylorformer.batch`): ``xc [B, C, Dx]``, ``yc [B, C, Dy]``,
+``xt [B, H, Dx]``, ``yt [B, H, Dy]``, ``mask_c [B, C]``, ``mask_t [B, H]`` (all ones),
 ``window_start [B]`` int64: series row of the first context point (see :meth:`window`).
+
+The series comes from a CSV file (``path``), a named dataset (``dataset``) or an
+in-memory ``pandas.DataFrame`` (``path=df``, or :func:`taylorformer.tasks.from_dataframe`):
+both go through the same reading code. :meth:`CSVSeriesTask.forecast_frame` turns a
+model's forecasts into a DataFrame indexed by target date in the data's units, and
+:meth:`CSVSeriesTask.plot` draws them against dates
+(:func:`taylorformer.plotting.forecasts.plot_forecast`).
 """
 import functools
 import math
@@ -34,7 +45,7 @@ import numpy as np
 
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, dataset_args
+from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args
 from taylorformer.tasks import datasets
 
 NAN_POLICIES = ("error", "drop", "ffill")
@@ -74,111 +85,212 @@ def _names(field, value, allow_one=True):
     return [str(c) for c in names]
 
 
+#: calendar inputs: name -> (pandas attribute of the dates, offset subtracted, period);
+#: a period of None is the row's own (days in its month / year)
+CALENDAR_FEATURES = {"minute": ("minute", 0, 60), "hour": ("hour", 0, 24),
+                     "day_of_week": ("dayofweek", 0, 7), "day_of_month": ("day", 1, None),
+                     "day_of_year": ("dayofyear", 1, None), "month": ("month", 1, 12)}
+#: ``"sincos"``: (sin, cos) of ``2 pi v / period``; ``"linear"``: ``v / (P - 1) - 0.5`` with
+#: the fixed P of Informer/Autoformer's "timeF" features (day of month P = 31, day of year 366)
+CALENDAR_ENCODINGS = ("sincos", "linear")
+LINEAR_PERIODS = {"minute": 60, "hour": 24, "day_of_week": 7, "day_of_month": 31,
+                  "day_of_year": 366, "month": 12}
+
+
+def calendar_inputs(dates, features, encoding="sincos"):
+    """``[n, F]`` float64 calendar inputs of ``dates [n]`` (datetime64), per feature of
+    ``features`` (names of :data:`CALENDAR_FEATURES`) two columns (sin, cos) or one
+    (``encoding="linear"``), in the order given."""
+    import pandas as pd
+
+    index = pd.DatetimeIndex(dates)
+    columns = []
+    for name in features:
+        attr, offset, period = CALENDAR_FEATURES[name]
+        value = getattr(index, attr).to_numpy(np.float64) - offset
+        if encoding == "linear":
+            columns.append(value / (LINEAR_PERIODS[name] - 1) - 0.5)
+            continue
+        if period is None:
+            period = np.asarray(index.days_in_month if name == "day_of_month"
+                                else 365 + np.asarray(index.is_leap_year, int), np.float64)
+        angle = 2 * np.pi * value / period
+        columns += [np.sin(angle), np.cos(angle)]
+    return np.stack(columns, -1) if columns else np.zeros((len(index), 0))
+
+
+def split_cuts(n, ratios):
+    """Chronological split of ``n`` steps by ``ratios`` (a, b, c): ``{split: (lo, hi)}`` with
+    cuts at ``floor(a n)`` and ``floor((a + b) n)``."""
+    cuts = [0, math.floor(n * ratios[0] + 1e-9), math.floor(n * (ratios[0] + ratios[1]) + 1e-9), n]
+    return {s: (cuts[i], cuts[i + 1]) for i, s in enumerate(SPLITS)}
+
+
 class CSVSeriesTask(Task):
     """Forecast the next ``horizon`` rows of CSV columns from the previous ``context_length``.
 
     Args:
-        path: CSV file (``.gz`` etc. decompressed by pandas; relative to the cwd).
+        path: CSV file (``.gz`` etc. decompressed by pandas; relative to the cwd), or a
+            ``pandas.DataFrame`` holding the series (its rows in time order). A task on a
+            DataFrame cannot be rebuilt from its config (``rebuildable`` is False).
         dataset: a named dataset of :mod:`taylorformer.tasks.datasets` (downloaded and
             checked on first use, then read from the cache); ``path`` wins if both are given.
         target_columns: column name or list of names; ``dim_y`` is their count.
-        date_column: optional column parsed as dates (must be non-decreasing).
+        date_column: optional column parsed as dates (must be non-decreasing). A DataFrame
+            with a ``DatetimeIndex`` uses its index when ``date_column`` is None.
         column_names: names for a file without a header row (one per column); ``None``
             reads the first row as the header. Column names are compared as strings.
         split: chronological train/val/test ratios, positive, summing to 1.
         context_length, horizon: window sizes ``C`` and ``H`` (positive integers; the
             paper uses C = 96 and H in 96/192/336/720).
         eval_stride: step between consecutive val/test window starts.
-        nan_policy: NaN in target columns: ``"error"``, ``"drop"`` the rows, or
-            ``"ffill"`` (carry the last value forward).
+        nan_policy: NaN in target or covariate columns: ``"error"``, ``"drop"`` the rows,
+            or ``"ffill"`` (carry the last value forward).
+        covariate_columns: columns given as inputs at every row, context and target
+            (values known in advance), standardised with their training mean and std.
+        calendar_features: names of :data:`CALENDAR_FEATURES` computed from the dates
+            (needs dates) as inputs, e.g. ``["hour", "day_of_week", "month"]``.
+        calendar_encoding: ``"sincos"`` (two inputs per feature) or ``"linear"`` (one).
     """
 
     name = "csv"
-    dim_x = 1
+    rebuildable = True
 
     def __init__(self, path=None, dataset=None, target_columns=None, date_column=None, column_names=None,
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,
-                 nan_policy="error"):
+                 nan_policy="error", covariate_columns=None, calendar_features=None,
+                 calendar_encoding="sincos"):
+        import pandas as pd
+
+        self.frame = path if isinstance(path, pd.DataFrame) else None
         if path is not None:  # a local copy wins over a preset's dataset name
             dataset = None
         elif dataset is None:
-            raise TaskError("csv task needs path= (a CSV file) or dataset= (a named dataset: "
-                            f"{', '.join(sorted(datasets.DATASETS))})")
-        if path is not None and (not isinstance(path, (str, os.PathLike)) or not str(path)):
-            raise TaskError(f"csv task: path must be a CSV file name, got {path!r}")
+            raise TaskError("csv task needs path= (a CSV file or a pandas DataFrame) or dataset= (a "
+                            f"named dataset: {', '.join(sorted(datasets.DATASETS))})")
+        if self.frame is None and path is not None and (not isinstance(path, (str, os.PathLike)) or not str(path)):
+            raise TaskError(f"csv task: path must be a CSV file name or a pandas DataFrame, got {path!r}")
         if dataset is not None and not isinstance(dataset, str):
             raise TaskError(f"csv task: dataset must be a dataset name, got {dataset!r}")
         self.context_length = check_int("csv task", "context_length", context_length, 1, MAX_COUNT)
         self.horizon = check_int("csv task", "horizon", horizon, 1, MAX_COUNT)
         self.eval_stride = check_int("csv task", "eval_stride", eval_stride, 1, MAX_COUNT)
         self.nan_policy = check_choice("csv task", "nan_policy", nan_policy, NAN_POLICIES)
-        self.split = _check_split(split)
-        self.path, self.dataset_name = None if path is None else str(path), dataset
+        self.split = check_split(split)
+        self.path = None if path is None or self.frame is not None else str(path)
+        self.dataset_name, self.rebuildable = dataset, self.frame is None
+        self.resolved_path = None
         self.column_names = None if column_names is None else _names("column_names", column_names, False)
         if not (date_column is None or isinstance(date_column, str)
                 or (isinstance(date_column, int) and not isinstance(date_column, bool))):
             raise TaskError(f"csv task: date_column must be None or one column name, got {date_column!r}")
         self.date_column = None if date_column is None else str(date_column)
         if target_columns is None:
-            raise TaskError(f"csv task on {self.path or self.dataset_name!r} needs target_columns= (one or more columns)")
+            raise TaskError(f"csv task on {self.source!r} needs target_columns= (one or more columns)")
         self.target_columns = _names("target_columns", target_columns)
         if not self.target_columns or len(set(self.target_columns)) != len(self.target_columns):
             raise TaskError(f"csv task: target_columns must be one or more distinct names, got {target_columns!r}")
+        self.covariate_columns = [] if covariate_columns is None else _names("covariate_columns", covariate_columns)
+        both = sorted(set(self.covariate_columns) & set(self.target_columns))
+        if both or len(set(self.covariate_columns)) != len(self.covariate_columns):
+            raise TaskError(f"csv task: covariate_columns must be distinct and not targets, got "
+                            f"{covariate_columns!r}" + (f" ({both} are target_columns)" if both else ""))
+        features = [] if calendar_features is None else _names("calendar_features", calendar_features)
+        for name in features:
+            check_choice("csv task", "calendar_features", name, tuple(CALENDAR_FEATURES))
+        self.calendar_features = features
+        self.calendar_encoding = check_choice("csv task", "calendar_encoding", calendar_encoding,
+                                              CALENDAR_ENCODINGS)
         self.dim_y = len(self.target_columns)
-        self.resolved_path = resolve_path(self.path) if dataset is None else datasets.fetch(dataset)
+        self.dim_x = 1 + len(self.covariate_columns) + len(features) * (2 if calendar_encoding == "sincos" else 1)
+        if self.frame is None:
+            self.resolved_path = resolve_path(self.path) if dataset is None else datasets.fetch(dataset)
         self._load()
 
+    @property
+    def source(self):
+        """What the series was read from, for messages: the file or ``"DataFrame"``."""
+        if self.frame is not None:
+            return "DataFrame"
+        return str(self.resolved_path) if self.resolved_path is not None else (self.path or self.dataset_name)
+
     # ------------------------------------------------------------------ loading
+    def _read_table(self):
+        """``(DataFrame with str column names, where)``: the file read with pandas, or a copy
+        of the given DataFrame; ``where`` names the source in error messages."""
+        import pandas as pd
+
+        if self.frame is not None:
+            df, where = self.frame.copy(deep=False), "DataFrame"
+            if self.column_names is not None:
+                raise TaskError("csv task: column_names applies to CSV files without a header row; "
+                                "a DataFrame has its own column names")
+        else:
+            where = f"data file {str(self.resolved_path)!r}"
+            header = "infer" if self.column_names is None else None
+            try:
+                df = pd.read_csv(self.resolved_path, header=header)
+            except (ValueError, OSError) as exc:  # pandas parser errors are ValueErrors
+                raise TaskError(f"cannot read {where} as CSV: {exc}") from exc
+            if self.column_names is not None:
+                if len(self.column_names) != df.shape[1]:
+                    raise TaskError(f"{where} has {df.shape[1]} columns but column_names names "
+                                    f"{len(self.column_names)}: {self.column_names}")
+                df.columns = self.column_names
+        df.columns = [str(c) for c in df.columns]
+        return df, where
+
+    def _numeric(self, df, columns, role, where):
+        """``[n, len(columns)]`` float64 values of numeric columns (``role``: "target" or
+        "covariate", for messages); non-numeric or infinite entries are a TaskError."""
+        import pandas as pd
+
+        values = np.empty((len(df), len(columns)), np.float64)
+        for j, col in enumerate(columns):
+            numeric = pd.to_numeric(df[col], errors="coerce")
+            bad = np.flatnonzero(numeric.isna().to_numpy() & df[col].notna().to_numpy())
+            if bad.size:
+                examples = ", ".join(f"row {i}: {df[col].iloc[i]!r}" for i in bad[:3])
+                raise TaskError(f"{role} column {col!r} of {where} is not numeric "
+                                f"({bad.size} non-numeric entries; {examples}; rows are 0-based, "
+                                f"header excluded)")
+            values[:, j] = numeric.to_numpy(np.float64)
+            inf = np.flatnonzero(np.isinf(values[:, j]))
+            if inf.size:
+                examples = ", ".join(f"row {i}: {float(values[i, j])}" for i in inf[:3])
+                raise TaskError(f"{where}: {role} column {col!r} holds {inf.size} infinite value(s) "
+                                f"({examples}; rows are 0-based, header excluded); a model cannot "
+                                f"train on them: clean the {'DataFrame' if self.frame is not None else 'file'}")
+        return values
+
     def _load(self):
         import pandas as pd
 
-        where = f"data file {str(self.resolved_path)!r}"
-        header = "infer" if self.column_names is None else None
-        try:
-            df = pd.read_csv(self.resolved_path, header=header)
-        except (ValueError, OSError) as exc:  # pandas parser errors are ValueErrors
-            raise TaskError(f"cannot read {where} as CSV: {exc}") from exc
-        if self.column_names is not None:
-            if len(self.column_names) != df.shape[1]:
-                raise TaskError(f"{where} has {df.shape[1]} columns but column_names names "
-                                f"{len(self.column_names)}: {self.column_names}")
-            df.columns = self.column_names
-        df.columns = [str(c) for c in df.columns]
-        wanted = [(c, "target_columns") for c in self.target_columns] + (
-            [(self.date_column, "date_column")] if self.date_column else [])
+        df, where = self._read_table()
+        wanted = ([(c, "target_columns") for c in self.target_columns]
+                  + [(c, "covariate_columns") for c in self.covariate_columns]
+                  + ([(self.date_column, "date_column")] if self.date_column else []))
         for col, key in wanted:
             if col not in df.columns:
                 close = close_matches(col, df.columns)
                 hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
                 raise TaskError(f"{where} has no column {col!r}{hint} Columns: {list(df.columns)} "
                                 f"(check {key}" + (", and column_names if the file has no header row)"
-                                                   if self.column_names is None else ")"))
-        if self.date_column in self.target_columns:
-            raise TaskError(f"column {self.date_column!r} is both the date column and a target")
-        values = np.empty((len(df), self.dim_y), np.float64)
-        for j, col in enumerate(self.target_columns):
-            numeric = pd.to_numeric(df[col], errors="coerce")
-            bad = np.flatnonzero(numeric.isna().to_numpy() & df[col].notna().to_numpy())
-            if bad.size:
-                examples = ", ".join(f"row {i}: {df[col].iloc[i]!r}" for i in bad[:3])
-                raise TaskError(f"target column {col!r} of {where} is not numeric "
-                                f"({bad.size} non-numeric entries; {examples}; rows are 0-based, "
-                                f"header excluded)")
-            values[:, j] = numeric.to_numpy(np.float64)
+                                                   if self.column_names is None and self.frame is None else ")"))
+        if self.date_column in self.target_columns + self.covariate_columns:
+            raise TaskError(f"column {self.date_column!r} is both the date column and a target or covariate")
+        columns = self.target_columns + self.covariate_columns
+        values = np.concatenate([self._numeric(df, self.target_columns, "target", where),
+                                 self._numeric(df, self.covariate_columns, "covariate", where)], 1)
         file_rows = np.arange(len(df))
-        for j, col in enumerate(self.target_columns):
-            inf = np.flatnonzero(np.isinf(values[:, j]))
-            if inf.size:
-                examples = ", ".join(f"row {i}: {float(values[i, j])}" for i in inf[:3])
-                raise TaskError(f"{where}: target column {col!r} holds {inf.size} infinite value(s) "
-                                f"({examples}; rows are 0-based, header excluded); a model cannot "
-                                f"train on them: clean the file")
         nan = np.isnan(values).any(axis=1)
+        fix = "clean the DataFrame" if self.frame is not None else "clean the file"
         if nan.any() and self.nan_policy == "error":
-            cols = [c for j, c in enumerate(self.target_columns) if np.isnan(values[:, j]).any()]
-            raise TaskError(f"{where}: target column(s) {cols} hold NaN in {int(nan.sum())} "
+            cols = [c for j, c in enumerate(columns) if np.isnan(values[:, j]).any()]
+            role = "target" if set(cols) <= set(self.target_columns) else "target/covariate"
+            raise TaskError(f"{where}: {role} column(s) {cols} hold NaN in {int(nan.sum())} "
                             f"row(s): {_rows(np.flatnonzero(nan))} (0-based, header excluded); "
-                            f"clean the file or pass nan_policy='drop' or 'ffill'")
+                            f"{fix} or pass nan_policy='drop' or 'ffill'")
         if self.nan_policy == "ffill":
             values = pd.DataFrame(values).ffill().to_numpy()
             lead = np.flatnonzero(np.isnan(values).any(axis=1))
@@ -187,74 +299,97 @@ class CSVSeriesTask(Task):
                                 f"carry forward (nan_policy='ffill'); use nan_policy='drop'")
         elif self.nan_policy == "drop":
             values, file_rows = values[~nan], file_rows[~nan]
-        self.dates = None
-        if self.date_column:
-            dates = pd.to_datetime(df[self.date_column].iloc[file_rows], errors="coerce")
-            bad = np.flatnonzero(dates.isna().to_numpy())
-            if bad.size:
-                raise TaskError(f"date column {self.date_column!r} (date_column) of {where} has missing or "
-                                f"unparseable dates in rows {_rows(file_rows[bad])}")
-            steps = np.flatnonzero(np.diff(dates.to_numpy()) < np.timedelta64(0))
-            if steps.size:
-                raise TaskError(f"{where} is not in chronological order: date column "
-                                f"{self.date_column!r} (date_column) decreases after rows {_rows(file_rows[steps])}")
-            self.dates = dates.to_numpy()
-        self.values, self.file_rows = values, file_rows
+        self.dates = self._dates(df, file_rows, where)
+        if self.calendar_features and self.dates is None:
+            raise TaskError(f"csv task on {where}: calendar_features {self.calendar_features} need dates: "
+                            "pass date_column= (or a DataFrame with a DatetimeIndex)")
+        self.values, self.covariates = values[:, :self.dim_y], values[:, self.dim_y:]
+        self.file_rows = file_rows
         self._split_rows()
-        self.mean, self.std, self.scaled = self._standardise(where)
+        self.mean, self.std, self.scaled = self._standardise(self.values, self.target_columns, "target", where)
+        cov_mean, cov_std, cov_scaled = self._standardise(self.covariates, self.covariate_columns,
+                                                          "covariate", where)
+        self.covariate_mean, self.covariate_std = cov_mean, cov_std
+        calendar = (calendar_inputs(self.dates, self.calendar_features, self.calendar_encoding)
+                    if self.calendar_features else np.zeros((len(values), 0)))
+        #: ``[N, dim_x - 1]`` float32 inputs after the position: covariates, calendar
+        self.features = np.concatenate([cov_scaled, calendar.astype(np.float32)], 1)
 
-    def _standardise(self, where):
-        """``(mean, std, scaled float32 series)`` from the training rows; a :class:`TaskError`
-        naming the column and row where the statistics overflow float64, a column is constant,
-        or a standardised value (any split) overflows float32."""
+    def _dates(self, df, file_rows, where):
+        """datetime64 ``[n]`` of the kept rows (from ``date_column`` or a DataFrame's
+        DatetimeIndex), checked non-decreasing; None without dates."""
+        import pandas as pd
+
+        if self.date_column:
+            dates, label = pd.to_datetime(df[self.date_column].iloc[file_rows], errors="coerce"), \
+                f"date column {self.date_column!r} (date_column)"
+        elif isinstance(df.index, pd.DatetimeIndex):
+            dates, label = pd.Series(df.index[file_rows]), "the DatetimeIndex"
+        else:
+            return None
+        bad = np.flatnonzero(dates.isna().to_numpy())
+        if bad.size:
+            raise TaskError(f"{label} of {where} has missing or unparseable dates in rows {_rows(file_rows[bad])}")
+        steps = np.flatnonzero(np.diff(dates.to_numpy()) < np.timedelta64(0))
+        if steps.size:
+            raise TaskError(f"{where} is not in chronological order: {label} decreases after rows "
+                            f"{_rows(file_rows[steps])}")
+        return dates.to_numpy()
+
+    def _standardise(self, values, columns, role, where):
+        """``(mean, std, scaled float32)`` of ``values [N, K]`` from the training rows; a
+        :class:`TaskError` naming the column and row where the statistics overflow float64,
+        a column is constant, or a standardised value (any split) overflows float32."""
         lo, hi = self.split_bounds["train"]
-        train = self.values[lo:hi]
+        train = values[lo:hi]
         with np.errstate(over="ignore", invalid="ignore"):
             mean, std = train.mean(axis=0), train.std(axis=0)
-            scaled = (self.values - mean) / std
-        for j, col in enumerate(self.target_columns):
+            scaled = (values - mean) / std
+        for j, col in enumerate(columns):
             if not (np.isfinite(mean[j]) and np.isfinite(std[j])):
                 i = lo + int(np.argmax(np.abs(train[:, j])))
-                raise TaskError(f"{where}: standardising target column {col!r} overflows float64 "
+                raise TaskError(f"{where}: standardising {role} column {col!r} overflows float64 "
                                 f"(training mean {mean[j]:g}, std {std[j]:g}); its largest training "
-                                f"value is {self.values[i, j]:g} in row {self.file_rows[i]} (0-based, "
+                                f"value is {values[i, j]:g} in row {self.file_rows[i]} (0-based, "
                                 f"header excluded): rescale the column")
         flat = np.flatnonzero(std == 0)
         if flat.size:
-            raise TaskError(f"target column(s) {[self.target_columns[j] for j in flat]} of {where} "
+            raise TaskError(f"{role} column(s) {[columns[j] for j in flat]} of {where} "
                             f"are constant over the training rows: cannot standardise")
         big = np.abs(scaled) > np.finfo(np.float32).max
-        for j, col in enumerate(self.target_columns):
+        for j, col in enumerate(columns):
             rows = np.flatnonzero(big[:, j])
             if rows.size:
                 i = int(rows[0])
                 split = next(s for s, (a, b) in self.split_bounds.items() if a <= i < b)
-                raise TaskError(f"{where}: target column {col!r} has {rows.size} value(s) beyond the "
+                raise TaskError(f"{where}: {role} column {col!r} has {rows.size} value(s) beyond the "
                                 f"float32 range once standardised with the training mean {mean[j]:g} "
-                                f"and std {std[j]:g}, the first {self.values[i, j]:g} in row "
+                                f"and std {std[j]:g}, the first {values[i, j]:g} in row "
                                 f"{self.file_rows[i]} ({split} split; 0-based, header excluded): "
                                 f"rescale the column")
         return mean, std, scaled.astype(np.float32)
 
     def _split_rows(self):
         n, window = len(self.values), self.context_length + self.horizon
-        cuts = [0, math.floor(n * self.split[0] + 1e-9),
-                math.floor(n * (self.split[0] + self.split[1]) + 1e-9), n]
-        self.split_bounds = {s: (cuts[i], cuts[i + 1]) for i, s in enumerate(SPLITS)}
+        self.split_bounds = split_cuts(n, self.split)
         for s, (lo, hi) in self.split_bounds.items():
             if hi - lo < window:
+                source = "DataFrame" if self.frame is not None else f"data file {str(self.resolved_path)!r}"
                 raise TaskError(
-                    f"the {s} split of data file {str(self.resolved_path)!r} has {hi - lo} rows "
+                    f"the {s} split of {source} has {hi - lo} rows "
                     f"(rows {lo}..{hi - 1} of {n}, split {self.split}) but one window needs "
                     f"context_length + horizon = {self.context_length} + {self.horizon} = {window} rows")
 
     # ------------------------------------------------------------------ queries
     def get_config(self):
+        """The options (JSON); ``path`` is None for a task on a DataFrame (not rebuildable)."""
         return {"path": self.path, "dataset": self.dataset_name, "target_columns": list(self.target_columns),
                 "date_column": self.date_column, "column_names": self.column_names,
                 "split": list(self.split), "context_length": self.context_length,
                 "horizon": self.horizon, "eval_stride": self.eval_stride,
-                "nan_policy": self.nan_policy}
+                "nan_policy": self.nan_policy, "covariate_columns": list(self.covariate_columns),
+                "calendar_features": list(self.calendar_features),
+                "calendar_encoding": self.calendar_encoding}
 
     def extra_signature(self):
         import tensorflow as tf
@@ -263,7 +398,7 @@ class CSVSeriesTask(Task):
 
     @property
     def x(self):
-        """``[C + H]`` float32 inputs of every window: ``-1 + 2 j / (C + H - 1)``."""
+        """``[C + H]`` float32 position input of every window: ``-1 + 2 j / (C + H - 1)``."""
         return np.linspace(-1.0, 1.0, self.context_length + self.horizon, dtype=np.float32)
 
     def window_starts(self, split):
@@ -283,14 +418,17 @@ class CSVSeriesTask(Task):
     def window(self, start):
         """The true series of the window starting at series row ``start`` (a ``window_start``).
 
-        Returns the :meth:`series` dict for its ``C + H`` rows plus ``x [C + H]``; the
+        Returns the :meth:`series` dict for its ``C + H`` rows plus ``x [C + H]`` (the
+        position input) and ``inputs [C + H, dim_x]`` (every input the model sees); the
         first ``context_length`` rows are the context, the rest the targets.
         """
         size = self.context_length + self.horizon
         if isinstance(start, bool) or not isinstance(start, (int, np.integer)) \
                 or not 0 <= start <= len(self.values) - size:
             raise TaskError(f"window start {start} out of range [0, {len(self.values) - size}]")
-        return {**self._raw(int(start), int(start) + size), "x": self.x}
+        lo = int(start)
+        inputs = np.concatenate([self.x[:, None], self.features[lo:lo + size]], 1)
+        return {**self._raw(lo, lo + size), "x": self.x, "inputs": inputs}
 
     def _raw(self, lo, hi):
         return {"index": np.arange(lo, hi, dtype=np.int64), "file_rows": self.file_rows[lo:hi],
@@ -302,6 +440,33 @@ class CSVSeriesTask(Task):
         return self.split_bounds[split]
 
     # ------------------------------------------------------------------ data
+    def batch(self, starts):
+        """The batch of the windows starting at series rows ``starts`` (``[B]`` ints, or
+        one int): the same tensors :meth:`dataset` yields for those windows."""
+        import tensorflow as tf
+
+        starts = np.atleast_1d(np.asarray(starts))
+        if starts.ndim != 1 or starts.size == 0:
+            raise TaskError(f"window starts must be one int or a non-empty list of them, got {starts!r}")
+        for start in starts:
+            self.window(start.item() if isinstance(start, np.generic) else start)  # range check
+        return self._make_batch(tf.constant(starts, tf.int64))
+
+    def _make_batch(self, starts):
+        """Batch of window ``starts [B]`` int64 (TF ops: eager, or inside ``tf.data``)."""
+        import tensorflow as tf
+
+        c, h = self.context_length, self.horizon
+        offsets = tf.range(c + h, dtype=tf.int64)
+        rows = starts[:, None] + offsets[None]  # [B, C + H]
+        b = tf.shape(starts)[0]
+        y = tf.gather(tf.constant(self.scaled), rows)  # [B, C + H, Dy]
+        xs = tf.broadcast_to(tf.constant(self.x)[None, :, None], [b, c + h, 1])
+        if self.features.shape[1]:
+            xs = tf.concat([xs, tf.gather(tf.constant(self.features), rows)], -1)
+        return {"xc": xs[:, :c], "yc": y[:, :c], "xt": xs[:, c:], "yt": y[:, c:],
+                "mask_c": tf.ones([b, c]), "mask_t": tf.ones([b, h]), "window_start": starts}
+
     def dataset(self, split="train", batch_size=16, seed=0, num_batches=None, start=0):
         """Batches (module docstring); ``train`` infinite unless ``num_batches``, ``val``/``test``
         every window once (``num_batches`` caps the count). ``start``: index of the first
@@ -311,17 +476,6 @@ class CSVSeriesTask(Task):
         lo, hi = self._bounds(split)
         dataset_args(batch_size, num_batches, start, seed)
         c, h = self.context_length, self.horizon
-        series = tf.constant(self.scaled)
-        x = tf.constant(self.x)[None, :, None]
-        offsets = tf.range(c + h, dtype=tf.int64)
-
-        def make_batch(starts):
-            b = tf.shape(starts)[0]
-            y = tf.gather(series, starts[:, None] + offsets[None])  # [B, C + H, Dy]
-            xs = tf.broadcast_to(x, [b, c + h, 1])
-            return {"xc": xs[:, :c], "yc": y[:, :c], "xt": xs[:, c:], "yt": y[:, c:],
-                    "mask_c": tf.ones([b, c]), "mask_t": tf.ones([b, h]), "window_start": starts}
-
         if split == "train":
             n_windows = hi - lo - c - h + 1
             seed = int(seed)
@@ -336,15 +490,112 @@ class CSVSeriesTask(Task):
             ds = tf.data.Dataset.from_tensor_slices(self.window_starts(split)).batch(batch_size)
         if num_batches is not None:
             ds = ds.take(int(num_batches))
-        return ds.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        return ds.map(self._make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    # ------------------------------------------------------------------ forecasts
+    def forecast(self, model, windows, num_samples=200, seed=0):
+        """Forecasts of ``model`` for ``windows`` in the data's units.
+
+        ``windows``: a batch of this task (its ``window_start``), one window start or a
+        list of them. Returns a dict: ``starts [B]``, ``mean``/``std [B, H, Dy]`` (the
+        predictive's; Monte Carlo estimates for an autoregressive model) and ``samples
+        [S, B, H, Dy]`` (joint forecast paths for an autoregressive model, independent
+        per-step draws for a conditional one), all float64 in original units.
+        """
+        from taylorformer.inference import predict
+
+        check_int("forecast", "num_samples", num_samples, minimum=0)
+        starts = np.asarray(windows["window_start"]) if isinstance(windows, dict) else windows
+        batch = self.batch(starts)
+        out = predict(model, batch, num_samples=num_samples, seed=seed)
+        samples = out.get("samples")
+        return {"starts": batch["window_start"].numpy(),
+                "mean": self.to_original_units(out["mean"]),
+                "std": np.asarray(out["stddev"], np.float64) * self.std,
+                "samples": None if samples is None else self.to_original_units(samples)}
+
+    def forecast_frame(self, model, windows, num_samples=200, quantiles=(0.05, 0.5, 0.95), seed=0):
+        """``model``'s forecasts as a ``pandas.DataFrame`` in the data's units.
+
+        Rows: the target steps, indexed by date (``date``; the series row ``row`` where
+        the data have no dates); for several windows a MultiIndex ``(window_start, date)``.
+        Columns: a MultiIndex ``(target column, statistic)`` with ``truth`` (the observed
+        value), ``mean``, ``std`` and one ``q<level>`` column per quantile level (e.g.
+        ``q0.05``), estimated from ``num_samples`` samples (see :meth:`forecast`;
+        quantiles need ``num_samples >= 1``). ``windows``: as in :meth:`forecast`; one int
+        gives the single-window (date-indexed) frame.
+        """
+        import pandas as pd
+
+        levels = [check_number("forecast_frame", "quantiles", q, 0.0, 1.0) for q in np.atleast_1d(quantiles)]
+        if levels and not num_samples:
+            raise TaskError(f"forecast_frame: quantiles {levels} are estimated from samples; pass "
+                            "num_samples >= 1 (or quantiles=())")
+        out = self.forecast(model, windows, num_samples=num_samples, seed=seed)
+        quants = (np.quantile(out["samples"], levels, axis=0) if levels
+                  else np.zeros((0,) + out["mean"].shape))  # [Q, B, H, Dy]
+        frames = []
+        for i, start in enumerate(out["starts"]):
+            truth = self.window(int(start))
+            rows = slice(self.context_length, None)
+            index = (pd.DatetimeIndex(truth["dates"][rows], name="date") if self.dates is not None
+                     else pd.Index(truth["index"][rows], name="row"))
+            data = {}
+            for j, col in enumerate(self.target_columns):
+                data[(col, "truth")] = truth["y"][rows, j]
+                data[(col, "mean")], data[(col, "std")] = out["mean"][i, :, j], out["std"][i, :, j]
+                for q, level in zip(quants, levels):
+                    data[(col, f"q{level:g}")] = q[i, :, j]
+            frames.append(pd.DataFrame(data, index=index))
+        if np.ndim(windows) == 0 and not isinstance(windows, dict):
+            return frames[0]
+        return pd.concat(frames, keys=[int(s) for s in out["starts"]], names=["window_start"])
+
+    def can_plot(self):
+        return True
+
+    def plot(self, model, batch, num_tasks=4, num_samples=0, title=None, axes=None):
+        """Forecasts of the first ``num_tasks`` windows of ``batch`` against dates in the
+        data's units (:func:`taylorformer.plotting.forecasts.plot_forecast`): the context
+        as history, the truth, quantile bands from ``max(num_samples, 100)`` samples and
+        ``min(num_samples, 5)`` sampled paths; one row per window, one column per target."""
+        from taylorformer.plotting.forecasts import plot_forecast
+
+        check_int("plot", "num_tasks", num_tasks)
+        check_int("plot", "num_samples", num_samples, minimum=0)
+        starts = np.asarray(batch["window_start"])[:num_tasks]
+        out = self.forecast(model, starts, num_samples=max(num_samples, 100))
+        c = self.context_length
+        if axes is None:
+            from matplotlib.figure import Figure
+
+            fig = Figure(figsize=(9, 2.6 * len(starts)), layout="tight")
+            axes = fig.subplots(len(starts), self.dim_y, squeeze=False)
+        axes = np.asarray(axes, dtype=object).reshape(-1, self.dim_y)
+        if len(axes) < len(starts):
+            raise TaskError(f"plot: {len(starts)} window(s) x {self.dim_y} target(s) need "
+                            f"{len(starts) * self.dim_y} axes, got {axes.size}")
+        for i, start in enumerate(starts):
+            truth = self.window(int(start))
+            when = truth["dates"] if self.dates is not None else truth["index"]
+            for j, col in enumerate(self.target_columns):
+                plot_forecast(when[:c], truth["y"][:c, j], when[c:], out["samples"][:, i, :, j],
+                              truth=truth["y"][c:, j], mean=out["mean"][i, :, j],
+                              num_paths=min(num_samples, 5), ax=axes[i, j], label=col,
+                              time_label="date" if self.dates is not None else "series row")
+        fig = axes[0, 0].figure
+        if title:
+            fig.suptitle(title)
+        return fig
 
 
-def _check_split(split):
+def check_split(split, owner="csv task"):
+    """``split`` as three floats: positive train/val/test ratios summing to 1 (TaskError)."""
     ratios = list(split) if isinstance(split, (list, tuple)) else None
     if not (ratios and len(ratios) == 3 and all(isinstance(r, (int, float)) and not isinstance(r, bool)
                                                 and math.isfinite(r) and r > 0 for r in ratios)
             and abs(sum(ratios) - 1.0) <= 1e-6):
-        raise TaskError(f"csv task: split must be three positive ratios (train, val, test) summing "
+        raise TaskError(f"{owner}: split must be three positive ratios (train, val, test) summing "
                         f"to 1, got {split!r}")
     return tuple(float(r) for r in ratios)
 

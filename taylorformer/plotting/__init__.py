@@ -8,6 +8,7 @@ A task picks its plot through :meth:`taylorformer.task.Task.plot` (what
 
 - :mod:`~taylorformer.plotting.functions`: 1-D predictive bands on a dense grid, 2-D maps.
 - :mod:`~taylorformer.plotting.images`: image completion: context, mean, stddev and samples.
+- :mod:`~taylorformer.plotting.forecasts`: forecasts against dates (history, truth, paths, quantile bands).
 """
 from taylorformer.plotting.functions import plot_predictions
 

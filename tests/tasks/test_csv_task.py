@@ -275,3 +275,125 @@ def test_real_presets_load(name, shared_data):
     np.testing.assert_allclose(task.to_original_units(b["yc"][1])[:, 0], raw[:96], rtol=1e-5, atol=1e-5 * task.std[0])
     train = task.series("train")["y"][:, 0]
     assert task.mean[0] == pytest.approx(train.mean()) and task.std[0] == pytest.approx(train.std())
+
+
+# ----------------------------------------------------------------- covariates and calendar
+def test_covariates_and_calendar_features_are_inputs(tmp_path):
+    import datetime
+
+    n = 100
+    cov = np.cos(np.arange(n) / 5.0) * 4 + 2
+    dates = pd.date_range("2020-02-27 20:00", periods=n, freq="7h")  # crosses a leap day and months
+    path = tmp_path / "cov.csv"
+    pd.DataFrame({"date": dates, "y": np.sin(np.arange(n) / 3.0), "c": cov}).to_csv(path, index=False)
+    task = make(path, covariate_columns=["c"], calendar_features=["hour", "day_of_week", "day_of_month",
+                                                                  "day_of_year", "month"])
+    assert task.dim_x == 1 + 1 + 2 * 5
+    train = cov[:60]
+    b = next(iter(task.dataset("test", batch_size=3)))
+    for i, start in enumerate(b["window_start"].numpy()):
+        x = np.concatenate([b["xc"][i], b["xt"][i]])  # [C + H, Dx]
+        rows = np.arange(start, start + 8)
+        np.testing.assert_allclose(x[:, 0], -1 + 2 * np.arange(8) / 7, atol=1e-7)
+        np.testing.assert_allclose(x[:, 1], (cov[rows] - train.mean()) / train.std(), rtol=1e-5)
+        for k, row in enumerate(rows):
+            d = dates[row].to_pydatetime()
+            leap = d.year % 4 == 0 and (d.year % 100 != 0 or d.year % 400 == 0)
+            days_in_month = ((d.replace(day=28) + datetime.timedelta(days=4)).replace(day=1)
+                             - datetime.timedelta(days=1)).day
+            expected = []
+            for value, period in ((d.hour, 24), (d.weekday(), 7), (d.day - 1, days_in_month),
+                                  (d.timetuple().tm_yday - 1, 366 if leap else 365), (d.month - 1, 12)):
+                expected += [np.sin(2 * np.pi * value / period), np.cos(2 * np.pi * value / period)]
+            np.testing.assert_allclose(x[k, 2:], expected, atol=1e-6)
+        np.testing.assert_allclose(task.window(int(start))["inputs"], x, atol=1e-7)
+    linear = make(path, calendar_features=["hour", "month"], calendar_encoding="linear")
+    x = next(iter(linear.dataset("val", batch_size=1)))["xc"][0]
+    start = int(linear.window_starts("val")[0])
+    d = dates[start:start + 5]
+    np.testing.assert_allclose(x[:, 1], d.hour / 23 - 0.5, atol=1e-6)  # Informer's timeF
+    np.testing.assert_allclose(x[:, 2], (d.month - 1) / 11 - 0.5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kw, pattern", [
+    ({"covariate_columns": ["y"]}, r"covariate_columns must be distinct and not targets.*\['y'\] are target_columns"),
+    ({"covariate_columns": ["zz"]}, r"no column 'zz'; did you mean 'z'.*check covariate_columns"),
+    ({"covariate_columns": ["w"]}, r"target/covariate column\(s\) \['w'\] hold NaN in 1 row\(s\): \[4\]"),
+    ({"calendar_features": ["hours"]}, r"'calendar_features' must be one of .*got 'hours'; did you mean 'hour'"),
+    ({"calendar_features": ["hour"], "date_column": None}, "calendar_features \\['hour'\\] need dates"),
+    ({"calendar_encoding": "onehot"}, "'calendar_encoding' must be one of 'sincos', 'linear'"),
+])
+def test_bad_covariates_and_calendar_features_are_named(tmp_path, kw, pattern):
+    w = np.arange(100.0)
+    w[4] = np.nan
+    with pytest.raises(TaskError, match=pattern):
+        make(write_csv(tmp_path, n=100, w=w), **kw)
+
+
+# ----------------------------------------------------------------- forecasts
+TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
+        "head": {"width": 16, "hidden_layers": 1}}
+
+
+def test_forecast_frame_is_indexed_by_target_date_in_original_units(tmp_path):
+    import taylorformer as tfm
+
+    task = make(write_csv(tmp_path, n=100), target_columns=["y", "z"], calendar_features=["hour"])
+    model = tfm.build_model(TINY, dim_x=task.dim_x, dim_y=2)
+    start = int(task.window_starts("test")[2])
+    frame = task.forecast_frame(model, start, num_samples=2000, quantiles=(0.1, 0.5, 0.9), seed=3)
+    dates = pd.date_range("2020-01-01", periods=100, freq="h")
+    assert list(frame.index) == list(dates[start + 5:start + 8]) and frame.index.name == "date"
+    assert list(frame.columns) == [(c, s) for c in ("y", "z") for s in ("truth", "mean", "std", "q0.1", "q0.5", "q0.9")]
+    t = np.arange(start + 5, start + 8, dtype=float)
+    np.testing.assert_array_equal(frame[("y", "truth")], t)
+    np.testing.assert_array_equal(frame[("z", "truth")], 10 * t**2 + 3)
+    # the model's standardised predictive mapped back with the training mean and std
+    dist = model.distribution(task.batch([start]))
+    mean_z, std_z = dist.mean().numpy()[0, :, 1], dist.stddev().numpy()[0, :, 1]
+    train = 10 * np.arange(60.0) ** 2 + 3
+    np.testing.assert_allclose(frame[("z", "mean")], mean_z * train.std() + train.mean(), rtol=1e-5)
+    np.testing.assert_allclose(frame[("z", "std")], std_z * train.std(), rtol=1e-5)
+    # 2000 draws of a Gaussian: the 10%/90% quantiles near mean -/+ 1.2816 std (sd of the
+    # estimate 0.04)
+    for col in ("y", "z"):
+        z_lo = (frame[(col, "q0.1")] - frame[(col, "mean")]) / frame[(col, "std")]
+        z_hi = (frame[(col, "q0.9")] - frame[(col, "mean")]) / frame[(col, "std")]
+        np.testing.assert_allclose(z_lo, -1.2816, atol=0.2)
+        np.testing.assert_allclose(z_hi, 1.2816, atol=0.2)
+    several = task.forecast_frame(model, next(iter(task.dataset("test", batch_size=2))), num_samples=10)
+    assert several.index.names == ["window_start", "date"]
+    assert list(several.index.get_level_values(0).unique()) == [80, 81]
+    with pytest.raises(TaskError, match="quantiles .* need|pass num_samples >= 1"):
+        task.forecast_frame(model, start, num_samples=0)
+    with pytest.raises(TaskError, match="window start 99 out of range"):
+        task.forecast_frame(model, 99)
+
+
+def test_forecast_plot_draws_history_truth_and_bands_against_dates(tmp_path):
+    import taylorformer as tfm
+    from matplotlib.figure import Figure
+
+    from taylorformer.plotting.forecasts import plot_forecast
+
+    task = make(write_csv(tmp_path, n=100))
+    model = tfm.build_model(TINY, dim_x=1, dim_y=1)
+    batch = next(iter(task.dataset("test", batch_size=3)))
+    fig = task.plot(model, batch, num_tasks=2, num_samples=3, title="t")
+    axes = fig.axes
+    assert isinstance(fig, Figure) and len(axes) == 2
+    dates = pd.date_range("2020-01-01", periods=100, freq="h")
+    for ax, start in zip(axes, (80, 81)):
+        assert ax.get_xlabel() == "date" and ax.get_ylabel() == "y"
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        np.testing.assert_array_equal(lines["history"].get_ydata(), np.arange(start, start + 5))
+        np.testing.assert_array_equal(lines["truth"].get_ydata(), np.arange(start + 5, start + 8))
+        assert pd.Timestamp(lines["truth"].get_xdata()[0]) == dates[start + 5]
+        paths = [line for line in ax.get_lines() if line.get_label().endswith("sampled paths")]
+        assert len(paths) == 3
+        assert {"90% interval", "50% interval"} <= {t.get_text() for t in ax.get_legend().get_texts()}
+    own = Figure()
+    ax = own.subplots()
+    assert plot_forecast(np.arange(3), np.zeros(3), np.arange(3, 5), np.ones((4, 2)), ax=ax) is own
+    with pytest.raises(ValueError, match=r"samples must be \[num_samples >= 1, 2\]"):
+        plot_forecast(np.arange(3), np.zeros(3), np.arange(3, 5), np.ones((4, 3)))

@@ -1,0 +1,418 @@
+"""Gridded fields (netCDF, zarr, xarray, NumPy) as spatio-temporal tasks (plugin
+``builtin-gridded``, kind ``task``).
+
+``gridded`` (:class:`GriddedTask`)
+    One variable of a dataset with a time dimension and two spatial dimensions: an
+    ERA5-style ``(time, latitude, longitude)`` field (space on the sphere) or a field on
+    a regular planar grid such as a Kolmogorov flow ``[time, y, x]``.
+
+Protocol, for the selected ``T`` time steps (``time_range``) and ``Ny x Nx`` cells
+(``region``), windows of ``W = window_length`` consecutive steps:
+
+* Split: chronological by time step, ratios ``(a, b, c)`` as the csv task: training
+  steps ``[0, floor(a T))``, validation up to ``floor((a + b) T)``, test the rest; a
+  window lies inside one split.
+* Standardisation: ``(y - mean) / std`` with the mean and population std (ddof 0) of
+  every training cell, computed in one streamed pass over the selection.
+* A task: a window start drawn uniformly in the split (val/test: fixed seeds, the same
+  tasks in every run), then ``Nc`` context and ``Nt`` target cells drawn without
+  replacement among the ``W Ny Nx`` cells of the window (``targets="any"``), or the
+  targets from the last step and the context from the earlier ones (``targets="last"``:
+  forecasting the next field).
+* Inputs ``x = [space, t]``: space is ``(lat, lon)`` in degrees (``space="latlon"``:
+  what the BSA-TNP geodesic bias reads, ``coords="latlon"``) or unit vectors
+  (``space="xyz"``), or the planar grid's ``(y, x)`` coordinate values; longitudes are
+  given in the convention of ``region`` (so a region across the date line is
+  continuous), else as stored. ``t = -1 + 2 j / (W - 1)`` for step ``j`` of the window
+  (0 when ``W = 1``). Dimensions without coordinate values (and NumPy arrays) get
+  ``-1 + 2 i / (n - 1)`` along their axis.
+
+Batch: ``xc [B, Nc, Ds + 1]``, ``yc [B, Nc, 1]``, ``xt``, ``yt``, ``mask_c``/``mask_t``
+(padded to the largest ``Nc``/``Nt``), the groups ``sc``/``st`` (space ``[B, N, Ds]``) and
+``tc``/``tt`` (``t``, ``[B, N, 1]``), and ``window_start [B]`` int64: the first selected
+time step of each task's window (an index into :attr:`GriddedTask.times`).
+
+Reading is lazy: only the coordinates are read at construction, then the selection is
+streamed once (statistics and the NaN check) in blocks of time steps, and each task reads
+its window of the selected region. NaN in the selection is an error today (it names the
+file, the variable, the count and the first NaN cell); choose a region or time range
+without them (e.g. sea-surface fields over land).
+"""
+import os
+from pathlib import Path
+
+import numpy as np
+
+from taylorformer.batch import empty_batch
+from taylorformer.errors import TaskError, close_matches
+from taylorformer.hookspecs import hookimpl
+from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, count_range, real_pair
+from taylorformer.tasks.csv_series import DataFileNotFoundError, check_split, split_cuts
+from taylorformer.tasks.sphere import latlon_to_xyz
+
+OWNER = "gridded task"
+LAT_NAMES, LON_NAMES = ("latitude", "lat"), ("longitude", "lon")
+SPACES = ("latlon", "xyz")
+TARGETS = ("any", "last")
+#: float64 values read per block of the streamed statistics pass
+BLOCK_VALUES = 2**22
+
+
+def _describe(source):
+    return f"data file {str(source)!r}" if isinstance(source, (str, os.PathLike)) else "the given data"
+
+
+def open_data(path, engine=None):
+    """The xarray object of ``path``: a netCDF file (``engine``: xarray's choice among
+    the installed ones: h5netcdf reads netCDF4/HDF5, scipy netCDF3), a zarr store (a
+    ``.zarr`` folder; needs the ``zarr`` package), an ``xarray.Dataset``/``DataArray``, or
+    a NumPy array ``[time, y, x]`` (dims named so, coordinates left out). Lazy: no
+    variable is read."""
+    import xarray as xr
+
+    if isinstance(path, (xr.Dataset, xr.DataArray)):
+        return path
+    if isinstance(path, np.ndarray):
+        if path.ndim != 3:
+            raise TaskError(f"{OWNER}: a NumPy array must be [time, y, x], got shape {path.shape}")
+        return xr.DataArray(path, dims=("time", "y", "x"), name="field")
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise TaskError(f"{OWNER} 'path' must be a netCDF file, a zarr store, an xarray Dataset/"
+                        f"DataArray or a NumPy array [time, y, x], got {type(path).__name__}")
+    found = Path(path).expanduser().resolve()
+    if not found.exists():
+        raise DataFileNotFoundError(f"data file {str(path)!r} not found (looked for {found}); pass "
+                                    "path= an existing netCDF file or zarr store")
+    if found.is_dir() or found.suffix == ".zarr":
+        try:
+            return xr.open_zarr(found)
+        except ImportError as exc:
+            raise TaskError(f"{_describe(path)} is a zarr store: install zarr (pip install zarr) "
+                            f"to read it ({exc})") from exc
+        except (ValueError, OSError, KeyError) as exc:
+            raise TaskError(f"cannot read {_describe(path)} as a zarr store: {exc}") from exc
+    try:
+        return xr.open_dataset(found, engine=engine)
+    except (ValueError, OSError) as exc:
+        raise TaskError(f"cannot read {_describe(path)} as netCDF (engine {engine or 'auto'}): {exc}. "
+                        "netCDF4/HDF5 files need h5netcdf, netCDF3 files scipy") from exc
+
+
+def _axis(values, n):
+    """Coordinate values of a dimension (float64 or datetime64), or ``-1 + 2 i / (n - 1)``."""
+    if values is None:
+        return np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+    values = np.asarray(values)
+    return values if np.issubdtype(values.dtype, np.datetime64) else values.astype(np.float64)
+
+
+class GriddedTask(Task):
+    """A gridded field as a spatio-temporal task; see the module docstring.
+
+    Args:
+        path: netCDF file, zarr store, ``xarray.Dataset``/``DataArray`` or NumPy array
+            ``[time, y, x]`` (objects: ``rebuildable`` is False, see
+            :func:`taylorformer.tasks.from_xarray`).
+        variable: the data variable (optional where the dataset has one).
+        region: ``{dim: [lo, hi]}`` per spatial dim (inclusive; ``"lat"``/``"lon"`` name
+            the latitude/longitude dims); longitudes in 0..360 or -180..180 either way,
+            ``lo > hi`` wraps across the date line/0 meridian.
+        time_range: ``[first, last]`` (inclusive; dates as text, or coordinate values).
+        select: ``{dim: value}`` for other dims (e.g. ``{"level": 500}``), by label.
+        window_length: time steps per task ``W``.
+        num_context, num_target: cells per task (int or ``[lo, hi]``).
+        targets: ``"any"`` or ``"last"`` (see the module docstring).
+        split: chronological train/val/test ratios of the time steps.
+        space: ``"latlon"`` or ``"xyz"`` on the sphere (ignored on a planar grid).
+        engine: xarray engine for a netCDF file (None: xarray's choice).
+        time_dim: name of the time dimension (default: ``time``, else the datetime one).
+    """
+
+    name = "gridded"
+    dim_y = 1
+
+    def __init__(self, path=None, variable=None, region=None, time_range=None, select=None,
+                 window_length=1, num_context=(64, 256), num_target=256, targets="any",
+                 split=(0.7, 0.1, 0.2), space="latlon", engine=None, time_dim=None):
+        if path is None:
+            raise TaskError(f"{OWNER} needs path= (a netCDF file or zarr store, or an xarray/NumPy object)")
+        self.path = str(path) if isinstance(path, (str, os.PathLike)) else None
+        self.rebuildable = self.path is not None
+        self.where = _describe(path)
+        self.window_length = check_int(OWNER, "window_length", window_length, 1, MAX_COUNT)
+        self.num_context = count_range("num_context", num_context, 0, owner=OWNER)
+        self.num_target = count_range("num_target", num_target, 1, owner=OWNER)
+        self.targets = check_choice(OWNER, "targets", targets, TARGETS)
+        self.space = check_choice(OWNER, "space", space, SPACES)
+        self.split = check_split(split, OWNER)
+        if engine is not None and not isinstance(engine, str):
+            raise TaskError(f"{OWNER} 'engine' must be None or an xarray engine name, got {engine!r}")
+        self.engine = engine
+        if time_dim is not None and not (isinstance(time_dim, str) and time_dim):
+            raise TaskError(f"{OWNER} 'time_dim' must be None or a dim name, got {time_dim!r}")
+        for key, value in (("region", region), ("select", select)):
+            if value is not None and not isinstance(value, dict):
+                raise TaskError(f"{OWNER} {key!r} must be a dict {{dim: ...}} or None, got {value!r}")
+        self.region, self.select = dict(region or {}), dict(select or {})
+        if targets == "last" and window_length < 2:
+            raise TaskError(f"{OWNER}: targets='last' takes the context from the earlier steps of "
+                            f"the window and needs window_length >= 2, got {window_length}")
+        field = self._variable(open_data(path, engine), variable)
+        field = self._dims(field, time_dim)
+        self.variable = field.name
+        self.time_range = None if time_range is None else list(time_range)
+        self.data = self._select(field)  # lazy [T, Ny, Nx]
+        self.max_context, self.max_target = self.num_context[1], self.num_target[1]
+        self._check_counts()
+        self.split_bounds = split_cuts(len(self.times), self.split)
+        for s, (lo, hi) in self.split_bounds.items():
+            if hi - lo < self.window_length:
+                raise TaskError(f"the {s} split of {self.where} (variable {self.variable!r}) has "
+                                f"{hi - lo} time steps (steps {lo}..{hi - 1} of {len(self.times)}, "
+                                f"split {self.split}) but a window needs window_length = {self.window_length}")
+        self.mean, self.std = self._scan()
+        self.dim_x = self.space_inputs.shape[-1] + 1
+        self.check_memory()
+
+    # ------------------------------------------------------------------ opening
+    def _variable(self, data, variable):
+        import xarray as xr
+
+        if isinstance(data, xr.DataArray):
+            if variable is not None and variable != data.name:
+                raise TaskError(f"{OWNER}: the given DataArray is {data.name!r}, not variable {variable!r}")
+            return data if data.name is not None else data.rename("field")
+        names = [str(v) for v in data.data_vars]
+        if variable is None:
+            if len(names) != 1:
+                raise TaskError(f"{self.where} has {len(names)} variables {names}: pass variable= one of them")
+            variable = names[0]
+        if not isinstance(variable, str) or variable not in names:
+            close = close_matches(variable, names)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise TaskError(f"{self.where} has no variable {variable!r}{hint} Variables: {names}")
+        return data[variable]
+
+    def _dims(self, field, time_dim):
+        """``field`` with the ``select`` dims fixed and ``(time, space0, space1)`` dims
+        found: sets ``time_dim``, ``space_dims`` and ``geographic``."""
+        for dim, value in self.select.items():
+            if dim not in field.dims:
+                raise TaskError(f"{OWNER} 'select' names dim {dim!r} but variable {field.name!r} of "
+                                f"{self.where} has dims {list(field.dims)}")
+            try:
+                field = field.sel({dim: value})
+            except KeyError as exc:
+                raise TaskError(f"{OWNER} 'select': {dim!r} has no value {value!r} in {self.where} "
+                                f"({exc})") from None
+        dims = [str(d) for d in field.dims]
+        need = ("the gridded task needs a time dim and two spatial dims (e.g. time, latitude, "
+                "longitude); select= one value of any other dim")
+        if time_dim is None:
+            dated = [d for d in dims if d in field.coords and np.issubdtype(field[d].dtype, np.datetime64)]
+            time_dim = "time" if "time" in dims else (dated[0] if dated else None)
+        if time_dim not in dims:
+            raise TaskError(f"variable {field.name!r} of {self.where} has dims {dims}: no time dim "
+                            f"{'(time_dim=' + repr(time_dim) + ') ' if time_dim else ''}; {need}")
+        lat = next((d for d in dims if d in LAT_NAMES), None)
+        lon = next((d for d in dims if d in LON_NAMES), None)
+        space = [lat, lon] if lat and lon else [d for d in dims if d != time_dim]
+        if len(dims) != 3 or len(space) != 2:
+            raise TaskError(f"variable {field.name!r} of {self.where} has dims {dims}; {need}")
+        self.time_dim, self.space_dims, self.geographic = time_dim, space, bool(lat and lon)
+        return field.transpose(time_dim, *space)
+
+    # ------------------------------------------------------------------ selection
+    def _coords(self, field, dim):
+        return _axis(field[dim].values if dim in field.coords else None, field.sizes[dim])
+
+    def _region_index(self, field, dim, values):
+        """Indices along spatial ``dim`` inside ``region`` and the coordinates there."""
+        aliases = {dim} | ({"lat", "latitude"} if dim in LAT_NAMES else set()) \
+            | ({"lon", "longitude"} if dim in LON_NAMES else set())
+        keys = [k for k in self.region if k in aliases]
+        if not keys:
+            return np.arange(len(values)), values
+        lo, hi = real_pair(f"region[{keys[0]!r}]", self.region[keys[0]], -1e6, 1e6, OWNER,
+                           ordered=not (self.geographic and dim in LON_NAMES))
+        if self.geographic and dim in LON_NAMES:  # compare on the circle
+            shifted = lo + np.mod(values - lo, 360.0)
+            span = 360.0 if hi - lo >= 360.0 else np.mod(hi - lo, 360.0)
+            index = np.flatnonzero(shifted - lo <= span + 1e-9)
+            return index, shifted[index]
+        index = np.flatnonzero((values >= lo) & (values <= hi))
+        return index, values[index]
+
+    def _time_index(self, times):
+        if self.time_range is None:
+            return np.arange(len(times))
+        if len(self.time_range) != 2:
+            raise TaskError(f"{OWNER} 'time_range' must be [first, last], got {self.time_range!r}")
+        try:
+            if np.issubdtype(times.dtype, np.datetime64):
+                lo, hi = (np.datetime64(str(t)) for t in self.time_range)
+            else:
+                lo, hi = (float(t) for t in self.time_range)
+        except (TypeError, ValueError) as exc:
+            raise TaskError(f"{OWNER} 'time_range' {self.time_range!r} cannot be compared with the "
+                            f"time coordinate of {self.where} ({times.dtype}): {exc}") from None
+        return np.flatnonzero((times >= lo) & (times <= hi))
+
+    def _select(self, field):
+        """Lazy ``[T, Ny, Nx]`` selection; sets ``times``, ``space_inputs`` and the grid."""
+        times = self._coords(field, self.time_dim)
+        if len(times) > 1 and not np.all(times[1:] > times[:-1]):
+            raise TaskError(f"the time coordinate {self.time_dim!r} of {self.where} is not increasing")
+        unknown = [k for k in self.region if k not in self.space_dims
+                   and not (self.geographic and k in ("lat", "lon", "latitude", "longitude"))]
+        if unknown:
+            raise TaskError(f"{OWNER} 'region' names {unknown}; the spatial dims of variable "
+                            f"{field.name!r} are {self.space_dims}")
+        t_index = self._time_index(times)
+        (y_index, ys), (x_index, xs) = (self._region_index(field, d, self._coords(field, d))
+                                        for d in self.space_dims)
+        for label, index in (("time_range", t_index), ("region", y_index), ("region", x_index)):
+            if index.size == 0:
+                raise TaskError(f"{OWNER}: the {label} {self.time_range if label == 'time_range' else self.region!r} "
+                                f"selects nothing of variable {field.name!r} in {self.where} "
+                                f"(time {times[0]}..{times[-1]}; "
+                                + ", ".join(f"{d} {self._coords(field, d).min():g}..{self._coords(field, d).max():g}"
+                                            for d in self.space_dims) + ")")
+        self.times = times[t_index]
+        self.grid = (ys, xs)
+        yy, xx = np.meshgrid(ys, xs, indexing="ij")
+        space = np.stack([yy, xx], -1)  # [Ny, Nx, 2]
+        if self.geographic and self.space == "xyz":
+            space = latlon_to_xyz(space)
+        self.space_inputs = space.astype(np.float32)
+        steps = slice(int(t_index[0]), int(t_index[-1]) + 1)  # increasing times: contiguous
+        return field.isel({self.time_dim: steps, self.space_dims[0]: y_index, self.space_dims[1]: x_index})
+
+    def _check_counts(self):
+        ny, nx = self.space_inputs.shape[:2]
+        w, cells = self.window_length, ny * nx
+        if self.targets == "last":
+            pools = {"num_context": (w - 1) * cells, "num_target": cells}
+            for key, pool in pools.items():
+                high = getattr(self, key)[1]
+                if high > pool:
+                    raise TaskError(f"{OWNER} {key!r} allows {high} cells but targets='last' leaves "
+                                    f"{pool} ({'earlier steps' if key == 'num_context' else 'last step'} "
+                                    f"of a window of {w} steps on {ny} x {nx} cells)")
+        elif self.max_context + self.max_target > w * cells:
+            raise TaskError(f"{OWNER}: num_context + num_target allow {self.max_context} + "
+                            f"{self.max_target} cells but a window has {w} x {ny} x {nx} = {w * cells}")
+
+    def _scan(self):
+        """One streamed pass over the selection: the NaN check and the training
+        ``(mean, std)`` (Chan et al.'s pairwise combination of block statistics)."""
+        n_steps, cells = self.data.shape[0], int(np.prod(self.data.shape[1:]))
+        step = max(1, BLOCK_VALUES // max(cells, 1))
+        lo, hi = self.split_bounds["train"]
+        count, mean, m2, nan_cells, first_nan = 0, 0.0, 0.0, 0, None
+        for a in range(0, n_steps, step):
+            block = np.asarray(self.data[a:a + step].values, np.float64)
+            bad = ~np.isfinite(block)
+            if bad.any():
+                if first_nan is None:
+                    first_nan = tuple(int(i) for i in np.argwhere(bad)[0])
+                    first_nan = (a + first_nan[0],) + first_nan[1:]
+                nan_cells += int(bad.sum())
+                continue
+            train = block[max(lo - a, 0):max(min(hi - a, len(block)), 0)]
+            if train.size:
+                n_b, mean_b = train.size, train.mean()
+                m2_b = ((train - mean_b) ** 2).sum()
+                delta, total = mean_b - mean, count + n_b
+                mean += delta * n_b / total
+                m2 += m2_b + delta ** 2 * count * n_b / total
+                count = total
+        if nan_cells:
+            t, i, j = first_nan
+            raise TaskError(
+                f"variable {self.variable!r} of {self.where} has {nan_cells} NaN/inf cell(s) in the "
+                f"selection, the first at {self.time_dim}={self.times[t]}, {self.space_dims[0]}="
+                f"{self.grid[0][i]:g}, {self.space_dims[1]}={self.grid[1][j]:g}; missing values are not "
+                f"supported yet: choose a region/time_range without them")
+        std = float(np.sqrt(m2 / count))
+        if not std > 0:
+            raise TaskError(f"variable {self.variable!r} of {self.where} is constant over the training "
+                            f"steps: cannot standardise")
+        return float(mean), std
+
+    # ------------------------------------------------------------------ queries
+    def get_config(self):
+        """The options (JSON); ``path`` is None for a task on an in-memory object."""
+        return {"path": self.path, "variable": self.variable, "region": self.region or None,
+                "time_range": None if self.time_range is None else [str(t) for t in self.time_range],
+                "select": self.select or None, "window_length": self.window_length,
+                "num_context": list(self.num_context), "num_target": list(self.num_target),
+                "targets": self.targets, "split": list(self.split), "space": self.space,
+                "engine": self.engine, "time_dim": self.time_dim}
+
+    def to_original_units(self, y):
+        """Undo the standardisation: float64 in the variable's units."""
+        return np.asarray(y, np.float64) * self.std + self.mean
+
+    def time_inputs(self):
+        """``[W]`` float32 time inputs of a window's steps: ``-1 + 2 j / (W - 1)`` (0 for W = 1)."""
+        w = self.window_length
+        return (np.linspace(-1.0, 1.0, w) if w > 1 else np.zeros(1)).astype(np.float32)
+
+    def read_window(self, start):
+        """``[W, Ny, Nx]`` float64 raw values of the window starting at selected step ``start``."""
+        return np.asarray(self.data[start:start + self.window_length].values, np.float64)
+
+    def extra_signature(self):
+        import tensorflow as tf
+
+        ds = self.dim_x - 1
+        return {"sc": tf.TensorSpec([None, None, ds], tf.float32), "st": tf.TensorSpec([None, None, ds], tf.float32),
+                "tc": tf.TensorSpec([None, None, 1], tf.float32), "tt": tf.TensorSpec([None, None, 1], tf.float32),
+                "window_start": tf.TensorSpec([None], tf.int64)}
+
+    def memory_estimate(self, batch_size):
+        """The padded batch (with its groups) plus one window read as float64."""
+        n = self.max_context + self.max_target
+        ny, nx = self.space_inputs.shape[:2]
+        nbytes = 4 * batch_size * n * (2 * self.dim_x + 2) + 8 * self.window_length * ny * nx
+        return nbytes, (f"padded batch and groups 4 B (Nc + Nt)(2 Dx + 2) + one window 8 W Ny Nx bytes "
+                        f"with B = {batch_size}, Nc + Nt = {n}, W = {self.window_length}, {ny} x {nx} cells")
+
+    # ------------------------------------------------------------------ data
+    def sample(self, rng, batch_size, split):
+        lo, hi = self.split_bounds[split]
+        ny, nx = self.space_inputs.shape[:2]
+        cells, w, ds = ny * nx, self.window_length, self.dim_x - 1
+        out = empty_batch(batch_size, self.max_context, self.max_target, self.dim_x, 1)
+        for key, n, width in (("sc", self.max_context, ds), ("st", self.max_target, ds),
+                              ("tc", self.max_context, 1), ("tt", self.max_target, 1)):
+            out[key] = np.zeros((batch_size, n, width), np.float32)
+        out["window_start"] = np.zeros(batch_size, np.int64)
+        space, times = self.space_inputs.reshape(cells, ds), self.time_inputs()
+        for b in range(batch_size):
+            start = int(rng.integers(lo, hi - w + 1))
+            values = ((self.read_window(start) - self.mean) / self.std).reshape(-1)  # [W * cells]
+            nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))
+            nt = int(rng.integers(self.num_target[0], self.num_target[1] + 1))
+            if self.targets == "last":
+                context = rng.choice((w - 1) * cells, nc, replace=False)
+                target = (w - 1) * cells + rng.choice(cells, nt, replace=False)
+            else:
+                cells_drawn = rng.permutation(w * cells)[:nc + nt]
+                context, target = cells_drawn[:nc], cells_drawn[nc:]
+            for side, index, n in (("c", context, nc), ("t", target, nt)):
+                s, t = space[index % cells], times[index // cells, None]
+                out["x" + side][b, :n] = np.concatenate([s, t], -1)
+                out["y" + side][b, :n, 0] = values[index]
+                out["s" + side][b, :n], out["t" + side][b, :n] = s, t
+                out["mask_" + side][b, :n] = 1.0
+            out["window_start"][b] = start
+        return out
+
+
+@hookimpl
+def register_tasks(register):
+    register("gridded", GriddedTask,
+             description="A gridded field (netCDF/zarr/xarray; lat/lon on the sphere or a planar grid): "
+                         "random context/target cells of time windows, split by time.")

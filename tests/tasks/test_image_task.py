@@ -109,9 +109,17 @@ def test_translation_places_each_image_on_a_black_canvas(digits, files):
         expected = scaled(np.roll(padded, (dr, dc), axis=(0, 1)))
         rows, cols = pixels_of(batch["xt"][k], (14, 12))
         np.testing.assert_allclose(batch["yt"][k, :, 0], expected[rows, cols], atol=1e-6)
+    # one image, six tasks: one placement when fixed per image, several when drawn per task
+    rngs = [np.random.default_rng(s) for s in range(6)]
+    fixed = task.make_batch("test", [0] * 6, rngs)["yt"]
+    assert all(np.array_equal(fixed[0], f) for f in fixed)
     per_task = make_task("image", {**config, "shift_per_task": True})
-    a, b = (per_task.sample(np.random.default_rng(s), 8, "train")["yt"] for s in (0, 1))
-    assert a.shape == b.shape == (8, 168, 1)
+    moved = per_task.make_batch("test", [0] * 6, [np.random.default_rng(s) for s in range(6)])["yt"]
+    assert len({m.tobytes() for m in moved}) > 1
+    for m in moved:  # each is the digit at some shift within the bounds
+        assert any(np.allclose(m[:, 0], scaled(np.roll(np.pad(images[first_test].astype(np.float64),
+                                                               ((3, 3), (2, 2))), (dr, dc), (0, 1))).ravel(), atol=1e-6)
+                   for dr in range(-3, 4) for dc in range(-2, 3))
 
 
 def test_evaluation_splits_hold_every_image_once_whatever_the_batch_size(digits, files):
@@ -328,3 +336,32 @@ def test_fit_evaluate_and_plot_on_the_digits(files):
              "yt": tf.zeros([1, 64, 1]), "mask_t": tf.ones([1, 64])}
     expected = np.clip(predict(model, query)["mean"].numpy()[0, :, 0] + 0.5, 0, 1).reshape(8, 8)
     np.testing.assert_allclose(mean[..., 0], expected, atol=1e-5)
+
+
+def test_plot_of_an_autoregressive_model_shows_the_targets_only(files):
+    """A causal model is asked for joint samples at the batch's targets (not the whole grid);
+    the mean panel holds their average there and the mask colour elsewhere."""
+    from taylorformer.plotting.images import MASK_COLOUR, plot_image_completion
+
+    class Causal:  # joint samples 0.1 * (s + 1) at every target: mean 0.2 for 3 samples
+        causal = True
+
+        def sample(self, batch, num_samples, seed=None):
+            self.queried = np.asarray(batch["xt"])
+            return np.stack([np.full(np.shape(batch["yt"]), 0.1 * (s + 1), np.float32) for s in range(num_samples)])
+
+    task = make_task("image", {"source": str(files / "digits.npy"), **SMALL})
+    batch = task.sample(np.random.default_rng(0), 2, "train")
+    model = Causal()
+    fig = plot_image_completion(model, batch, (8, 8), num_tasks=1, num_samples=3)
+    np.testing.assert_array_equal(model.queried, batch["xt"][:1])
+    mean = fig.axes[2].get_images()[0].get_array()
+    mt = batch["mask_t"][0] > 0
+    rows, cols = pixels_of(batch["xt"][0, mt], (8, 8))
+    at_targets = np.zeros((8, 8), bool)
+    at_targets[rows, cols] = True
+    np.testing.assert_allclose(mean[at_targets], 0.7, atol=1e-6)  # 0.2 in [-0.5, 0.5] -> 0.7
+    np.testing.assert_allclose(mean[~at_targets], np.tile(MASK_COLOUR, ((~at_targets).sum(), 1)))
+    with pytest.raises(ValueError, match=r"1 task\(s\) need 1 x 7 axes, got 4"):
+        plot_image_completion(model, batch, (8, 8), num_tasks=1, num_samples=3,
+                              axes=np.array(fig.axes[:4]))

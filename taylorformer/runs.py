@@ -88,14 +88,15 @@ def load_run(run_dir, checkpoint="best", task=None, task_config=None):
             f"run {run_dir} was trained on a task object ({config['task_object'].get('class')}, "
             f"task {config['task']!r}) holding data a run directory cannot store; pass the same "
             "task object again: load_run/evaluate_run/plot_run(run_dir, task=task)")
-    model = run.load_model(checkpoint)
     if task is None:
         task, task_config = config["task"], task_config or config.get("task_config")
     task_obj = resolve_task(task, task_config)
-    if (task_obj.dim_x, task_obj.dim_y) != (model.dim_x, model.dim_y):
-        raise TaskError(f"run {run_dir}: its model takes dim_x={model.dim_x}, dim_y={model.dim_y} but "
-                        f"the task gives dim_x={task_obj.dim_x}, dim_y={task_obj.dim_y}")
-    return model, task_obj, config
+    spec = run.read_spec()
+    if (task_obj.dim_x, task_obj.dim_y) != (spec.get("dim_x"), spec.get("dim_y")):
+        raise TaskError(f"run {run_dir}: its model expects inputs of dim {spec.get('dim_x')} and outputs "
+                        f"of dim {spec.get('dim_y')}, but the task gives dim_x={task_obj.dim_x}, "
+                        f"dim_y={task_obj.dim_y}")
+    return run.load_model(checkpoint), task_obj, config
 
 
 def _task_label(task, config):

@@ -19,12 +19,13 @@ import keras
 import tensorflow as tf
 
 from taylorformer import callbacks as run_callbacks
+from taylorformer import runs
 from taylorformer.checks import check_bool, check_choice, check_int, check_number
-from taylorformer.errors import RunDirectoryError, SpecError
+from taylorformer.errors import RunDirectoryError, SpecError, TaskError
 from taylorformer.models import build_model
 from taylorformer.run_dir import RunDirectory
 from taylorformer.spec import check_dtype_policy, resolve_spec
-from taylorformer.task import can_plot, make_task
+from taylorformer.task import can_plot
 
 STRATEGIES = ("default", "mirrored", "multi-worker")
 SCHEDULES = ("constant", "cosine")
@@ -140,9 +141,12 @@ class Trainer:
     """Builds and compiles the model under the strategy; :meth:`fit` runs ``model.fit``
     into the run directory ``out_dir`` with our callbacks, Keras' and ``callbacks``."""
 
-    def __init__(self, spec, task, cfg, out_dir, task_name="task", task_config=None, callbacks=()):
+    def __init__(self, spec, task, cfg, out_dir, task_name="task", task_config=None, callbacks=(),
+                 task_object_record=None):
         self.cfg, self.task, self.out_dir = cfg, task, out_dir
         self.task_name, self.task_config = task_name, task_config or {}
+        # config.json's "task_object" entry for a task object that cannot be rebuilt (runs.task_record)
+        self.task_object_record = task_object_record
         self.user_callbacks = list(callbacks)
         keras.utils.set_random_seed(cfg.seed)
         self.strategy = make_strategy(cfg.strategy)
@@ -180,9 +184,11 @@ class Trainer:
 
     # ---------------------------------------------------------------- run files
     def write_run_files(self):
-        self.run_dir.write_definition(self.spec, {"train": dataclasses.asdict(self.cfg),
-                                                  "task": self.task_name,
-                                                  "task_config": self.task_config})
+        record = {"train": dataclasses.asdict(self.cfg), "task": self.task_name,
+                  "task_config": self.task_config}
+        if self.task_object_record:
+            record["task_object"] = self.task_object_record
+        self.run_dir.write_definition(self.spec, record)
 
     def check_weights_finite(self):
         """Raise if a weight is NaN/inf (a diverged update); nothing was saved from it."""
@@ -278,7 +284,13 @@ class Trainer:
 
 def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, resume=None,
           callbacks=(), **train_kwargs):
-    """Train ``model`` (preset, dict or spec file) on a registered task; returns the Trainer.
+    """Train ``model`` (preset, dict or spec file) on a task; returns the Trainer.
+
+    ``task``: a registered task name (with ``task_config``) or a task object (e.g. from
+    :func:`taylorformer.tasks.from_dataframe`; anything with ``dataset``, ``dim_x`` and
+    ``dim_y``). A task object that cannot be rebuilt from a name and config (in-memory
+    data) is recorded by name and class; evaluating or plotting the run, or resuming it,
+    then takes the same object again (``task=obj``; see :mod:`taylorformer.runs`).
 
     ``out_dir`` must be new, empty, or missing (see :mod:`taylorformer.run_dir`); without
     it a new ``runs/MODEL-TASK-TIME`` directory is created. ``resume=RUN_DIR`` continues
@@ -289,6 +301,7 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
     unknown = sorted(set(train_kwargs) - set(known))
     if unknown:
         raise SpecError(f"unknown train config option {unknown[0]!r}; known: {', '.join(known)}")
+    given = None if isinstance(task, str) else task  # a task object passed in
     if resume:
         run = RunDirectory(resume)
         saved, model = run.read_config(), run.read_spec()
@@ -296,19 +309,27 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
             raise RunDirectoryError(f"{run.file('config.json')} is corrupt: unknown train config "
                                     f"keys {sorted(set(saved['train']) - set(known))}")
         cfg = TrainConfig(**{**saved["train"], **train_kwargs})
-        task, task_config, out_dir = saved["task"], saved["task_config"], resume
+        if given is None and "task_object" in saved:
+            raise TaskError(f"run {resume} was trained on a task object "
+                            f"({saved['task_object'].get('class')}) holding data a run directory "
+                            "cannot store; resume it with the same object: train(task=task, resume=...)")
+        if given is None:
+            task, task_config = saved["task"], saved["task_config"]
+        out_dir = resume
     else:
         cfg = TrainConfig(**train_kwargs)
-    task_obj = make_task(task, task_config)
+    task_obj = runs.resolve_task(task, task_config)
+    record = {"task": task, "task_config": task_config} if given is None else runs.task_record(given)
     if out_dir is None and cfg.strategy == "multi-worker":
         raise SpecError("--strategy multi-worker needs --out (out_dir): every worker must name "
                         "the same run directory, and a default name differs between machines")
     if out_dir is None:
         label = os.path.basename(model if isinstance(model, str) else "model").split(".")[0]
         out_dir = RunDirectory.create_new(
-            os.path.join("runs", f"{label}-{task}-{time.strftime('%Y%m%d-%H%M%S')}")).path
-    trainer = Trainer(model, task_obj, cfg, out_dir, task_name=task, task_config=task_config,
-                      callbacks=callbacks)
+            os.path.join("runs", f"{label}-{record['task']}-{time.strftime('%Y%m%d-%H%M%S')}")).path
+    trainer = Trainer(model, task_obj, cfg, out_dir, task_name=record["task"],
+                      task_config=record["task_config"], callbacks=callbacks,
+                      task_object_record=record.get("task_object"))
     if resume:
         trainer.restore_latest()
     trainer.fit(verbose=verbose)

@@ -1,0 +1,196 @@
+"""Tasks on the user's own data, without writing a plugin.
+
+Each function returns a task object that trains and evaluates like a registered task
+(``taylorformer.train(model="tnp-d", task=task)``, ``evaluate(model, task)``,
+``task.plot(model, batch)``)::
+
+    from taylorformer.tasks import from_arrays, from_dataframe, from_xarray
+    task = from_dataframe(df, target_columns="load", calendar_features=["hour"])
+    task = from_xarray("era5.nc", variable="t2m", region={"lat": [30, 60], "lon": [-10, 30]})
+    task = from_arrays(x, y, groups=subject_ids)       # sets of points: random context/targets
+    task = from_arrays(y=series, dates=dates, context_length=48, horizon=24)  # a series
+
+A task holding in-memory data (a DataFrame, arrays, an xarray object) cannot be rebuilt
+from a run directory: pass the same object again to evaluate or plot the run
+(:mod:`taylorformer.runs`). A task from a file path (``from_xarray("file.nc")``) is
+recorded by its registered name and config like any other.
+"""
+import numpy as np
+
+from taylorformer.batch import empty_batch
+from taylorformer.errors import TaskError
+from taylorformer.task import MAX_COUNT, Task, check_bool, check_int, count_range
+from taylorformer.tasks.csv_series import SPLITS, CSVSeriesTask, check_split, split_cuts
+from taylorformer.tasks.gridded import GriddedTask
+
+
+def from_dataframe(df, target_columns, **options):
+    """The csv forecasting task (:class:`~taylorformer.tasks.csv_series.CSVSeriesTask`) on
+    a ``pandas.DataFrame`` whose rows are time steps in order: ``target_columns`` and the
+    csv task's options (``date_column``, or the frame's ``DatetimeIndex``,
+    ``covariate_columns``, ``calendar_features``, ``context_length``, ``horizon``,
+    ``split``, ``nan_policy``, ...)."""
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise TaskError(f"from_dataframe needs a pandas DataFrame, got {type(df).__name__}")
+    return CSVSeriesTask(path=df, target_columns=target_columns, **options)
+
+
+def from_xarray(data, variable=None, **options):
+    """The ``gridded`` task (:class:`~taylorformer.tasks.gridded.GriddedTask`) on an
+    ``xarray.Dataset``/``DataArray``, a NumPy array ``[time, y, x]``, or the path of a
+    netCDF file/zarr store, with its options (``region``, ``time_range``,
+    ``window_length``, ``num_context``, ``num_target``, ``targets``, ``split``, ...)."""
+    return GriddedTask(path=data, variable=variable, **options)
+
+
+def _array(name, value, rows=None):
+    """``value`` as a finite float64 ``[N, D]`` array (``[N]`` -> ``[N, 1]``); TaskError
+    naming the array, its shape or its non-finite entries."""
+    try:
+        arr = np.asarray(value, np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TaskError(f"from_arrays: {name} must be numbers, got {type(value).__name__} ({exc})") from None
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise TaskError(f"from_arrays: {name} must be [N, D] (or [N]) with N, D >= 1, got shape {arr.shape}")
+    if rows is not None and arr.shape[0] != rows:
+        raise TaskError(f"from_arrays: {name} has {arr.shape[0]} rows but x has {rows}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        row, col = (int(i) for i in np.argwhere(bad)[0])
+        raise TaskError(f"from_arrays: {name} holds {int(bad.sum())} NaN/inf value(s), the first at "
+                        f"row {row}, column {col}; drop or fill them first")
+    return arr
+
+
+def from_arrays(x=None, y=None, groups=None, dates=None, names=None, **options):
+    """A task from NumPy arrays.
+
+    * Sets of points (``x`` given): ``x [N, Dx]`` inputs and ``y [N, Dy]`` outputs (``[N]``
+      is one dim), optionally ``groups [N]`` labels (one function per group: a subject,
+      a station, a curve). See :class:`ArraySetTask` for the options (``num_context``,
+      ``num_target``, ``split``, ``standardise``, ``split_seed``).
+    * A series (``x`` None): ``y [T, Dy]`` (or ``[T]``) rows in time order, optionally
+      ``dates [T]`` and column ``names``: the csv forecasting task on it (see
+      :func:`from_dataframe` for the options; ``target_columns`` are all the columns).
+    """
+    import pandas as pd
+
+    if y is None:
+        raise TaskError("from_arrays needs y (outputs [N, Dy], or a series [T, Dy] without x)")
+    if x is not None:
+        if dates is not None or names is not None:
+            raise TaskError("from_arrays: dates and names are for a series (x=None), not sets of points")
+        return ArraySetTask(x, y, groups=groups, **options)
+    if groups is not None:
+        raise TaskError("from_arrays: groups are for sets of points (with x), not a series")
+    values = _array("y", y)
+    names = [f"y{j}" for j in range(values.shape[1])] if names is None else [str(n) for n in np.atleast_1d(names)]
+    if len(names) != values.shape[1]:
+        raise TaskError(f"from_arrays: names has {len(names)} entries for {values.shape[1]} columns of y")
+    index = None
+    if dates is not None:
+        index = pd.DatetimeIndex(np.asarray(dates))
+        if len(index) != len(values):
+            raise TaskError(f"from_arrays: dates has {len(index)} entries for {len(values)} rows of y")
+    return from_dataframe(pd.DataFrame(values, columns=names, index=index), target_columns=names, **options)
+
+
+class ArraySetTask(Task):
+    """Random context/target sets drawn from arrays of points (:func:`from_arrays`).
+
+    Split: with ``groups``, whole groups go to train/val/test (shuffled with
+    ``split_seed``, ratios of the groups: evaluation on unseen groups, the usual
+    meta-learning protocol); without, the points are shuffled and cut by the ratios and
+    the single "function" is the split's pool. A task picks a group of its split
+    (uniformly), then ``Nc ~ U{num_context}`` context and ``Nt ~ U{num_target}`` target
+    points without replacement among that group's points; a group with fewer than
+    ``Nc + Nt`` points gives all of them (``Nt`` is cut first, never below its minimum).
+    ``standardise``: z-scores of x and y with the training points' mean and std
+    (``to_original_units`` undoes them for y). Batches are padded to the largest ``Nc``/
+    ``Nt``; val/test batches use fixed seeds (the same tasks in every run).
+    """
+
+    name = "arrays"
+    rebuildable = False  # the arrays live in memory
+
+    def __init__(self, x, y, groups=None, num_context=(3, 32), num_target=(1, 32),
+                 split=(0.8, 0.1, 0.1), standardise=True, split_seed=0):
+        owner = "arrays task"
+        self.x_raw = _array("x", x)
+        self.y_raw = _array("y", y, rows=len(self.x_raw))
+        self.dim_x, self.dim_y = self.x_raw.shape[1], self.y_raw.shape[1]
+        self.num_context = count_range("num_context", num_context, 0, owner=owner)
+        self.num_target = count_range("num_target", num_target, 1, owner=owner)
+        self.max_context, self.max_target = self.num_context[1], self.num_target[1]
+        self.split = check_split(split, owner)
+        self.standardise = check_bool(owner, "standardise", standardise)
+        self.split_seed = check_int(owner, "split_seed", split_seed, 0, MAX_COUNT)
+        rng = np.random.default_rng(self.split_seed)
+        if groups is None:
+            order = rng.permutation(len(self.x_raw))
+            self.groups = {s: [order[lo:hi]] for s, (lo, hi) in split_cuts(len(order), self.split).items()}
+        else:
+            labels = np.asarray(groups)
+            if labels.shape != (len(self.x_raw),):
+                raise TaskError(f"from_arrays: groups must be [N] = [{len(self.x_raw)}] labels, got shape {labels.shape}")
+            names, inverse = np.unique(labels, return_inverse=True)
+            members = [np.flatnonzero(inverse == g) for g in range(len(names))]
+            order = rng.permutation(len(names))
+            self.groups = {s: [members[g] for g in order[lo:hi]]
+                           for s, (lo, hi) in split_cuts(len(names), self.split).items()}
+        need = self.num_context[0] + self.num_target[0]
+        for s in SPLITS:
+            if not self.groups[s]:
+                raise TaskError(f"from_arrays: the {s} split has no {'group' if groups is not None else 'point'} "
+                                f"(split {self.split} of {len(self.x_raw) if groups is None else len(names)})")
+            small = min(len(g) for g in self.groups[s])
+            if small < need:
+                raise TaskError(f"from_arrays: a {s} {'group' if groups is not None else 'split'} has "
+                                f"{small} point(s) but num_context + num_target need at least {need}")
+        train = np.concatenate(self.groups["train"])
+        self.x_mean, self.x_std = self._stats(self.x_raw[train], "x")
+        self.mean, self.std = self._stats(self.y_raw[train], "y")
+        self.x = ((self.x_raw - self.x_mean) / self.x_std).astype(np.float32)
+        self.y = ((self.y_raw - self.mean) / self.std).astype(np.float32)
+        self._options = {"num_context": list(self.num_context), "num_target": list(self.num_target),
+                         "split": list(self.split), "standardise": self.standardise,
+                         "split_seed": self.split_seed}
+        self.check_memory()
+
+    def _stats(self, values, name):
+        """``(mean, std)`` of the training points (0 and 1 without ``standardise``)."""
+        if not self.standardise:
+            return np.zeros(values.shape[1]), np.ones(values.shape[1])
+        mean, std = values.mean(0), values.std(0)
+        flat = np.flatnonzero(std == 0)
+        if flat.size:
+            raise TaskError(f"from_arrays: column(s) {flat.tolist()} of {name} are constant over the "
+                            "training points: cannot standardise (pass standardise=False)")
+        return mean, std
+
+    def get_config(self):
+        """The options (JSON, without the arrays: not rebuildable from it)."""
+        return dict(self._options)
+
+    def to_original_units(self, y):
+        return np.asarray(y, np.float64) * self.std + self.mean
+
+    def sample(self, rng, batch_size, split):
+        out = empty_batch(batch_size, self.max_context, self.max_target, self.dim_x, self.dim_y)
+        pools = self.groups[split]
+        for b in range(batch_size):
+            pool = pools[int(rng.integers(len(pools)))]
+            nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))
+            nt = int(rng.integers(self.num_target[0], self.num_target[1] + 1))
+            nt = max(min(nt, len(pool) - nc), self.num_target[0])
+            nc = min(nc, len(pool) - nt)
+            drawn = pool[rng.permutation(len(pool))[:nc + nt]]
+            for side, index in (("c", drawn[:nc]), ("t", drawn[nc:])):
+                out["x" + side][b, :len(index)] = self.x[index]
+                out["y" + side][b, :len(index)] = self.y[index]
+                out["mask_" + side][b, :len(index)] = 1.0
+        return out

@@ -193,7 +193,7 @@ def read_folder(folder):
     files = sorted(p for p in Path(folder).iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
         raise TaskError(f"image folder {str(folder)!r} has no PNG/JPEG files "
-                        f"({', '.join(IMAGE_SUFFIXES)})")
+                        f"({', '.join(IMAGE_SUFFIXES)}; subfolders are not read)")
     images = []
     for path in files:
         try:

@@ -48,7 +48,7 @@ from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, count_range, real_pair
 from taylorformer.tasks.csv_series import DataFileNotFoundError, check_split, split_cuts
-from taylorformer.tasks.sphere import latlon_to_xyz
+from taylorformer.tasks.sphere import latlon_to_xyz, xyz_to_latlon
 
 OWNER = "gridded task"
 LAT_NAMES, LON_NAMES = ("latitude", "lat"), ("longitude", "lon")
@@ -378,6 +378,61 @@ class GriddedTask(Task):
         nbytes = 4 * batch_size * n * (2 * self.dim_x + 2) + 8 * self.window_length * ny * nx
         return nbytes, (f"padded batch and groups 4 B (Nc + Nt)(2 Dx + 2) + one window 8 W Ny Nx bytes "
                         f"with B = {batch_size}, Nc + Nt = {n}, W = {self.window_length}, {ny} x {nx} cells")
+
+    # ------------------------------------------------------------------ plots
+    def can_plot(self):
+        return True
+
+    def plot(self, model, batch, num_tasks=4, num_samples=0, title=None, axes=None):
+        """Maps of the first ``num_tasks`` tasks of ``batch`` in the variable's units: the
+        true values, the predictive mean and std at the target cells of one time step (the
+        one with the most targets), context cells of that step marked; one row of three
+        axes per task (``axes``: ``num_tasks x 3``). ``num_samples`` is unused (maps show
+        the marginal predictive)."""
+        from matplotlib.figure import Figure
+
+        from taylorformer.inference import predict
+
+        check_int("plot", "num_tasks", num_tasks)
+        check_int("plot", "num_samples", num_samples, minimum=0)
+        batch = {k: np.asarray(v) for k, v in batch.items()}
+        n = min(num_tasks, len(batch["xt"]))
+        out = predict(model, batch)
+        mean, std = self.to_original_units(out["mean"])[..., 0], np.asarray(out["stddev"])[..., 0] * self.std
+        if axes is None:
+            fig = Figure(figsize=(12, 3.4 * n), layout="tight")
+            axes = fig.subplots(n, 3, squeeze=False)
+        axes = np.asarray(axes, dtype=object).reshape(-1, 3)
+        if len(axes) < n:
+            raise TaskError(f"plot: {n} task(s) need {3 * n} axes, got {axes.size}")
+        names = (["latitude", "longitude"] if self.geographic else self.space_dims)
+        for i in range(n):
+            real_t, real_c = batch["mask_t"][i] > 0, batch["mask_c"][i] > 0
+            t_steps, c_steps = batch["xt"][i, :, -1], batch["xc"][i, :, -1]
+            values, counts = np.unique(t_steps[real_t], return_counts=True)
+            step = values[np.argmax(counts)]
+            pick, ctx = real_t & (t_steps == step), real_c & (c_steps == step)
+
+            def where(x):  # [N, 2] (row coordinate, column coordinate) of space inputs
+                return xyz_to_latlon(x[:, :3].astype(np.float64)) if self.dim_x == 4 else x[:, :2]
+
+            target, context = where(batch["xt"][i, pick]), where(batch["xc"][i, ctx])
+            truth = self.to_original_units(batch["yt"][i, pick, 0])
+            j = int(round((step + 1) * (self.window_length - 1) / 2)) if self.window_length > 1 else 0
+            when = self.times[int(batch["window_start"][i]) + j] if "window_start" in batch else f"step {j}"
+            for ax, data, label in ((axes[i, 0], truth, "truth"), (axes[i, 1], mean[i, pick], "predictive mean"),
+                                    (axes[i, 2], std[i, pick], "predictive std")):
+                image = ax.scatter(target[:, 1], target[:, 0], c=data, s=18, cmap="viridis", marker="s")
+                ax.scatter(context[:, 1], context[:, 0], s=10, facecolors="none", edgecolors="red",
+                           linewidths=0.6, label="context")
+                ax.set_title(f"{label}, {self.variable} at {when}", fontsize=8)
+                ax.set_xlabel(names[1])
+                ax.set_ylabel(names[0])
+                ax.figure.colorbar(image, ax=ax)
+        fig = axes[0, 0].figure
+        if title:
+            fig.suptitle(title)
+        return fig
 
     # ------------------------------------------------------------------ data
     def sample(self, rng, batch_size, split):

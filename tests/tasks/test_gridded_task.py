@@ -190,13 +190,27 @@ def test_train_by_name_evaluate_rebuilds_the_task(tmp_path):
     path = write_era5(tmp_path)
     config = {"path": str(path), "window_length": 2, "num_context": [4, 8], "num_target": 6}
     out = tmp_path / "run"
-    training.train(TINY, make_task("gridded", config), out_dir=str(out), steps=2, batch_size=2,
+    trainer = training.train(TINY, make_task("gridded", config), out_dir=str(out), steps=2, batch_size=2,
                    val_every=2, val_batches=1, verbose=0, tensorboard=False, jit_compile=False)
     saved = json.loads((out / "config.json").read_text())
     assert saved["task"] == "gridded" and "task_object" not in saved  # rebuildable from its config
     result = runs.evaluate_run(str(out), num_batches=1, batch_size=2)
     assert result["task"] == "gridded" and np.isfinite(result["loglik"]["mean"])
     assert saved["task_config"] == make_task("gridded", config).get_config()
+    # the plot: truth / mean / std maps of the targets at one step, in the variable's units
+    task = make_task("gridded", config)
+    batch = {k: v.numpy() for k, v in next(iter(task.dataset("test", batch_size=2))).items()}
+    fig = task.plot(trainer.model, batch, num_tasks=2)
+    maps = [ax for ax in fig.axes if ax.get_xlabel()]  # not the colour bars
+    assert len(maps) == 6 and all((ax.get_xlabel(), ax.get_ylabel()) == ("longitude", "latitude") for ax in maps)
+    truth = maps[0].collections[0]
+    lon, lat = truth.get_offsets().T
+    steps, counts = np.unique(batch["xt"][0, :, 2], return_counts=True)
+    j = int(steps[np.argmax(counts)] > 0)  # the step with the most targets (t = -1 or 1)
+    assert len(lat) == counts.max()
+    expected = [era5_field()[int(batch["window_start"][0]) + j, LAT == a, LON == np.mod(b, 360)][0]
+                for a, b in zip(lat, lon)]
+    np.testing.assert_allclose(truth.get_array(), expected, atol=1e-4)
 
 
 #: tiny BSA-TNP whose bias reads x: great-circle distance of x[:, :2] (lat, lon), time x[:, 2]

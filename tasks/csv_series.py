@@ -287,7 +287,8 @@ class CSVSeriesTask(Task):
         fix = "clean the DataFrame" if self.frame is not None else "clean the file"
         if nan.any() and self.nan_policy == "error":
             cols = [c for j, c in enumerate(columns) if np.isnan(values[:, j]).any()]
-            role = "target" if set(cols) <= set(self.target_columns) else "target/covariate"
+            role = ("target" if set(cols) <= set(self.target_columns) else
+                    "covariate" if set(cols) <= set(self.covariate_columns) else "target/covariate")
             raise TaskError(f"{where}: {role} column(s) {cols} hold NaN in {int(nan.sum())} "
                             f"row(s): {_rows(np.flatnonzero(nan))} (0-based, header excluded); "
                             f"{fix} or pass nan_policy='drop' or 'ffill'")

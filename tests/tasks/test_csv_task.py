@@ -318,7 +318,7 @@ def test_covariates_and_calendar_features_are_inputs(tmp_path):
 @pytest.mark.parametrize("kw, pattern", [
     ({"covariate_columns": ["y"]}, r"covariate_columns must be distinct and not targets.*\['y'\] are target_columns"),
     ({"covariate_columns": ["zz"]}, r"no column 'zz'; did you mean 'z'.*check covariate_columns"),
-    ({"covariate_columns": ["w"]}, r"target/covariate column\(s\) \['w'\] hold NaN in 1 row\(s\): \[4\]"),
+    ({"covariate_columns": ["w"]}, r": covariate column\(s\) \['w'\] hold NaN in 1 row\(s\): \[4\]"),
     ({"calendar_features": ["hours"]}, r"'calendar_features' must be one of .*got 'hours'; did you mean 'hour'"),
     ({"calendar_features": ["hour"], "date_column": None}, "calendar_features \\['hour'\\] need dates"),
     ({"calendar_encoding": "onehot"}, "'calendar_encoding' must be one of 'sincos', 'linear'"),

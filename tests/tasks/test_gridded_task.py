@@ -96,6 +96,29 @@ def test_region_time_range_split_standardisation_and_cells(tmp_path, monkeypatch
         np.testing.assert_array_equal(first[key], again[key])
 
 
+def test_a_region_of_a_large_file_is_read_lazily(tmp_path):
+    """Building the task and sampling from a 10 x 10 degree region of a 1-degree global
+    file (26 MB) allocates well under a megabyte: only the region's cells are read."""
+    import tracemalloc
+
+    lat, lon = np.linspace(90, -90, 181), np.arange(0.0, 360.0, 1.0)
+    field = np.random.default_rng(0).normal(size=(100, 181, 360)).astype(np.float32)
+    xr.Dataset({"t2m": (("time", "latitude", "longitude"), field)},
+               coords={"time": pd.date_range("2020", periods=100, freq="h"), "latitude": lat,
+                       "longitude": lon}).to_netcdf(tmp_path / "global.nc", engine="h5netcdf")
+    del field
+    tracemalloc.start()
+    try:
+        task = from_xarray(str(tmp_path / "global.nc"), "t2m", region={"lat": [40, 49], "lon": [-5, 4]},
+                           window_length=3, num_context=10, num_target=10)
+        task.sample(np.random.default_rng(0), 8, "train")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert task.data.shape == (100, 10, 10)
+    assert peak < 2**20, f"peak {peak} bytes: the whole variable (26 MB) or more than the region was read"
+
+
 def test_xyz_space_are_unit_vectors_of_lat_lon(tmp_path):
     task = make_task("gridded", {"path": str(write_era5(tmp_path)), "space": "xyz", "num_context": 4,
                                  "num_target": 4})

@@ -162,13 +162,14 @@ class CSVSeriesTask(Task):
                  calendar_encoding="sincos"):
         import pandas as pd
 
-        self.frame = path if isinstance(path, pd.DataFrame) else None
+        frame = path if isinstance(path, pd.DataFrame) else None
+        self.in_memory = frame is not None  # the series came as a DataFrame
         if path is not None:  # a local copy wins over a preset's dataset name
             dataset = None
         elif dataset is None:
             raise TaskError("csv task needs path= (a CSV file or a pandas DataFrame) or dataset= (a "
                             f"named dataset: {', '.join(sorted(datasets.DATASETS))})")
-        if self.frame is None and path is not None and (not isinstance(path, (str, os.PathLike)) or not str(path)):
+        if frame is None and path is not None and (not isinstance(path, (str, os.PathLike)) or not str(path)):
             raise TaskError(f"csv task: path must be a CSV file name or a pandas DataFrame, got {path!r}")
         if dataset is not None and not isinstance(dataset, str):
             raise TaskError(f"csv task: dataset must be a dataset name, got {dataset!r}")
@@ -177,8 +178,8 @@ class CSVSeriesTask(Task):
         self.eval_stride = check_int("csv task", "eval_stride", eval_stride, 1, MAX_COUNT)
         self.nan_policy = check_choice("csv task", "nan_policy", nan_policy, NAN_POLICIES)
         self.split = check_split(split)
-        self.path = None if path is None or self.frame is not None else str(path)
-        self.dataset_name, self.rebuildable = dataset, self.frame is None
+        self.path = None if path is None or self.in_memory else str(path)
+        self.dataset_name, self.rebuildable = dataset, not self.in_memory
         self.resolved_path = None
         self.column_names = None if column_names is None else _names("column_names", column_names, False)
         if not (date_column is None or isinstance(date_column, str)
@@ -203,25 +204,25 @@ class CSVSeriesTask(Task):
                                               CALENDAR_ENCODINGS)
         self.dim_y = len(self.target_columns)
         self.dim_x = 1 + len(self.covariate_columns) + len(features) * (2 if calendar_encoding == "sincos" else 1)
-        if self.frame is None:
+        if not self.in_memory:
             self.resolved_path = resolve_path(self.path) if dataset is None else datasets.fetch(dataset)
-        self._load()
+        self._load(frame)
 
     @property
     def source(self):
         """What the series was read from, for messages: the file or ``"DataFrame"``."""
-        if self.frame is not None:
+        if self.in_memory:
             return "DataFrame"
         return str(self.resolved_path) if self.resolved_path is not None else (self.path or self.dataset_name)
 
     # ------------------------------------------------------------------ loading
-    def _read_table(self):
-        """``(DataFrame with str column names, where)``: the file read with pandas, or a copy
-        of the given DataFrame; ``where`` names the source in error messages."""
+    def _read_table(self, frame):
+        """``(DataFrame with str column names, where)``: the file read with pandas, or a
+        shallow copy of ``frame``; ``where`` names the source in error messages."""
         import pandas as pd
 
-        if self.frame is not None:
-            df, where = self.frame.copy(deep=False), "DataFrame"
+        if frame is not None:
+            df, where = frame.copy(deep=False), "DataFrame"
             if self.column_names is not None:
                 raise TaskError("csv task: column_names applies to CSV files without a header row; "
                                 "a DataFrame has its own column names")
@@ -260,13 +261,13 @@ class CSVSeriesTask(Task):
                 examples = ", ".join(f"row {i}: {float(values[i, j])}" for i in inf[:3])
                 raise TaskError(f"{where}: {role} column {col!r} holds {inf.size} infinite value(s) "
                                 f"({examples}; rows are 0-based, header excluded); a model cannot "
-                                f"train on them: clean the {'DataFrame' if self.frame is not None else 'file'}")
+                                f"train on them: clean the {'DataFrame' if self.in_memory else 'file'}")
         return values
 
-    def _load(self):
+    def _load(self, frame):
         import pandas as pd
 
-        df, where = self._read_table()
+        df, where = self._read_table(frame)
         wanted = ([(c, "target_columns") for c in self.target_columns]
                   + [(c, "covariate_columns") for c in self.covariate_columns]
                   + ([(self.date_column, "date_column")] if self.date_column else []))
@@ -276,7 +277,7 @@ class CSVSeriesTask(Task):
                 hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
                 raise TaskError(f"{where} has no column {col!r}{hint} Columns: {list(df.columns)} "
                                 f"(check {key}" + (", and column_names if the file has no header row)"
-                                                   if self.column_names is None and self.frame is None else ")"))
+                                                   if self.column_names is None and not self.in_memory else ")"))
         if self.date_column in self.target_columns + self.covariate_columns:
             raise TaskError(f"column {self.date_column!r} is both the date column and a target or covariate")
         columns = self.target_columns + self.covariate_columns
@@ -284,7 +285,7 @@ class CSVSeriesTask(Task):
                                  self._numeric(df, self.covariate_columns, "covariate", where)], 1)
         file_rows = np.arange(len(df))
         nan = np.isnan(values).any(axis=1)
-        fix = "clean the DataFrame" if self.frame is not None else "clean the file"
+        fix = "clean the DataFrame" if self.in_memory else "clean the file"
         if nan.any() and self.nan_policy == "error":
             cols = [c for j, c in enumerate(columns) if np.isnan(values[:, j]).any()]
             role = ("target" if set(cols) <= set(self.target_columns) else
@@ -375,7 +376,7 @@ class CSVSeriesTask(Task):
         self.split_bounds = split_cuts(n, self.split)
         for s, (lo, hi) in self.split_bounds.items():
             if hi - lo < window:
-                source = "DataFrame" if self.frame is not None else f"data file {str(self.resolved_path)!r}"
+                source = "DataFrame" if self.in_memory else f"data file {str(self.resolved_path)!r}"
                 raise TaskError(
                     f"the {s} split of {source} has {hi - lo} rows "
                     f"(rows {lo}..{hi - 1} of {n}, split {self.split}) but one window needs "

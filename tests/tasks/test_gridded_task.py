@@ -160,7 +160,7 @@ def test_planar_kolmogorov_arrays(tmp_path):
     assert task.variable == "vorticity"
 
 
-def test_select_fixes_an_extra_dim_and_zarr_needs_a_path(tmp_path):
+def test_select_fixes_an_extra_dim():
     field = np.stack([era5_field(), 100 + era5_field()], 1)  # [time, level, lat, lon]
     ds = xr.Dataset({"z": (("time", "level", "latitude", "longitude"), field)},
                     coords={"time": TIMES, "level": [500, 850], "latitude": LAT, "longitude": LON})
@@ -262,3 +262,19 @@ def test_geodesic_bias_reads_the_lat_lon_inputs(tmp_path):
     model = tfm.build_model(GEODESIC_BSA_TNP, dim_x=task.dim_x, dim_y=1)
     moved = {**batch, "xt": batch["xt"] + np.array([0, 360, 0], np.float32)}
     np.testing.assert_allclose(tfm.loglik(model, moved), tfm.loglik(model, batch), rtol=0, atol=1e-6)
+
+
+def test_zarr_stores_read_with_zarr_or_say_what_to_install(tmp_path):
+    import importlib.util
+
+    ds = xr.Dataset({"t2m": (("time", "latitude", "longitude"), era5_field())},
+                    coords={"time": TIMES, "latitude": LAT, "longitude": LON})
+    store = tmp_path / "era5.zarr"
+    if importlib.util.find_spec("zarr") is None:
+        store.mkdir()
+        with pytest.raises(TaskError, match=r"era5.zarr' is a zarr store: install zarr"):
+            from_xarray(str(store))
+        return
+    ds.to_zarr(store)
+    task = from_xarray(str(store), num_context=4, num_target=4)
+    assert task.mean == pytest.approx(era5_field()[:28].mean()) and task.rebuildable

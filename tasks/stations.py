@@ -140,12 +140,12 @@ def station_files(path):
         if found.is_dir():
             inside = sorted(found.glob("*.csv"))
             if not inside:
-                raise DataFileNotFoundError(f"{OWNER}: folder {str(p)!r} ({found}) holds no *.csv file")
+                raise DataFileNotFoundError(f"{OWNER} 'path': folder {str(p)!r} ({found}) holds no *.csv file")
             files += inside
         elif found.is_file():
             files.append(found)
         else:
-            raise DataFileNotFoundError(f"{OWNER}: data file or folder {str(p)!r} not found (looked "
+            raise DataFileNotFoundError(f"{OWNER} 'path': data file or folder {str(p)!r} not found (looked "
                                         f"for {found}). Pass path= existing files, or dataset= a "
                                         f"named dataset ({', '.join(sorted(datasets.DATASETS))}).")
     return files
@@ -183,9 +183,7 @@ class StationsTask(Task):
             raise TaskError(f"{OWNER} needs coordinates= ({{station: [latitude, longitude]}} or "
                             f"[latitude column, longitude column]); the files of many data sets hold none")
         self.coordinates = _coordinates(coordinates)
-        used = (self.target_columns + self.covariate_columns + self.categorical_columns
-                + [self.station_column] + self.time_columns
-                + (self.coordinates if isinstance(self.coordinates, list) else []))
+        used = [c for cols in self._column_roles().values() for c in cols]
         twice = sorted({c for c in used if used.count(c) > 1})
         if twice:
             raise TaskError(f"{OWNER}: column(s) {twice} are named in more than one role "
@@ -207,6 +205,13 @@ class StationsTask(Task):
         self.dataset_name = None if path is not None else dataset
         self._load()
 
+    def _column_roles(self):
+        """``{config key: [column names]}`` of every column the task reads."""
+        return {"target_columns": self.target_columns, "covariate_columns": self.covariate_columns,
+                "categorical_columns": self.categorical_columns, "station_column": [self.station_column],
+                "time_columns": self.time_columns,
+                "coordinates": self.coordinates if isinstance(self.coordinates, list) else []}
+
     @staticmethod
     def _dataset_files(name):
         """The checked files of the named dataset (an archive's members, in name order)."""
@@ -219,9 +224,7 @@ class StationsTask(Task):
         """Concatenated files with their ``file`` and 0-based ``file_row``."""
         import pandas as pd
 
-        wanted = (self.target_columns + self.covariate_columns + self.categorical_columns
-                  + [self.station_column] + self.time_columns
-                  + (self.coordinates if isinstance(self.coordinates, list) else []))
+        wanted = [(c, key) for key, cols in self._column_roles().items() for c in cols]
         frames = []
         for file in self.files:
             try:
@@ -229,12 +232,12 @@ class StationsTask(Task):
             except (ValueError, OSError) as exc:  # pandas parser errors are ValueErrors
                 raise TaskError(f"cannot read data file {str(file)!r} as CSV: {exc}") from exc
             df.columns = [str(c) for c in df.columns]
-            for col in wanted:
+            for col, key in wanted:
                 if col not in df.columns:
                     close = close_matches(col, df.columns)
                     hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-                    raise TaskError(f"data file {str(file)!r} has no column {col!r}{hint} Columns: "
-                                    f"{list(df.columns)}")
+                    raise TaskError(f"data file {str(file)!r} has no column {col!r} (named by {key}){hint} "
+                                    f"Columns: {list(df.columns)}")
             frames.append(df.assign(file=str(file), file_row=np.arange(len(df))))
         return pd.concat(frames, ignore_index=True)
 
@@ -263,6 +266,7 @@ class StationsTask(Task):
             return df[~df.drop(columns=["file", "file_row"]).isna().any(axis=1)]
         if self.nan_policy == "interpolate":
             df = df.sort_values("_time", kind="stable")
+            df[self.covariate_columns] = self._numeric(df, self.covariate_columns)  # names bad entries
             inputs = self.covariate_columns + self.categorical_columns
             groups = df.groupby(self.station_column, sort=False)
             for col in self.covariate_columns:
@@ -284,6 +288,7 @@ class StationsTask(Task):
         if missing.any().any():
             cols = [c for c in used if missing[c].any()]
             first = df[missing[cols[0]]]
+            first = first[first["file"] == first["file"].iat[0]]
             raise TaskError(f"data file {first['file'].iat[0]!r}: column(s) {cols} hold missing values "
                             f"({int(missing.any(axis=1).sum())} row(s) in all files); column "
                             f"{cols[0]!r} in rows {_rows(first['file_row'])} of that file (0-based, header "

@@ -1,11 +1,14 @@
-"""Shared fixtures: fake installed distributions for registry tests, TF settings, and an
-offline mirror of the named datasets."""
+"""Shared fixtures: fake installed distributions for registry tests, TF settings, an
+offline mirror of the named datasets, and synthetic station files in the UCI Beijing format."""
+import csv
 import importlib
 import os
 import sys
 import textwrap
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -85,3 +88,60 @@ def data_mirror(tmp_path_factory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+#: the synthetic station files: three of the UCI stations, 120 hours each
+UCI_STATIONS = ("Aotizhongxin", "Dongsi", "Huairou")
+UCI_HOURS = 120
+UCI_COLUMNS = ["No", "year", "month", "day", "hour", "PM2.5", "PM10", "SO2", "NO2", "CO", "O3", "TEMP",
+               "PRES", "DEWP", "RAIN", "wd", "WSPM", "station"]
+WIND = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
+
+
+def uci_station_frame(k, station, hours=UCI_HOURS):
+    """Rows of one station in the UCI columns; values are simple functions of the hour ``t``
+    and the station number ``k``."""
+    import pandas as pd
+
+    t = np.arange(hours)
+    times = pd.date_range("2013-03-01", periods=hours, freq="h")
+    return pd.DataFrame({
+        "No": t + 1, "year": times.year, "month": times.month, "day": times.day, "hour": times.hour,
+        "PM2.5": 10.0 + 3 * k + (t % 17) * 1.5, "PM10": 20.0 + k + (t % 11) * 2.0,
+        "SO2": 5.0 + t % 3, "NO2": 7.0, "CO": 300.0, "O3": 70.0 + k,
+        "TEMP": -5.0 + 0.1 * t + k, "PRES": 1020.0 - 0.01 * t, "DEWP": -18.0 + 0.05 * t,
+        "RAIN": np.where(t % 23 == 0, 0.5, 0.0), "wd": [WIND[(i + k) % len(WIND)] for i in t],
+        "WSPM": 1.0 + (t % 5) * 0.3, "station": station})
+
+
+def write_uci_station(folder, frame):
+    """Write ``frame`` as the UCI files are written (quoted text, ``NA``, CRLF line ends)
+    under the UCI file name of its station; returns the path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"PRSA_Data_{frame['station'].iat[0]}_20130301-20170228.csv"
+    frame[UCI_COLUMNS].to_csv(path, index=False, na_rep="NA", quoting=csv.QUOTE_NONNUMERIC, lineterminator="\r\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def uci_format():
+    """The writers of synthetic UCI-format station files (``frame``, ``write``) and their
+    ``stations``, ``hours`` and ``wind`` directions."""
+    return types.SimpleNamespace(frame=uci_station_frame, write=write_uci_station, stations=UCI_STATIONS,
+                                 hours=UCI_HOURS, wind=WIND)
+
+
+@pytest.fixture(scope="session")
+def station_configs(tmp_path_factory):
+    """Valid configs of the station tasks (``stations``, ``beijing-air``) on a folder of
+    synthetic UCI-format files (never modify it: the session shares it)."""
+    from taylorformer.tasks.stations import BEIJING_COORDINATES
+
+    folder = tmp_path_factory.mktemp("uci-stations")
+    for k, station in enumerate(UCI_STATIONS):
+        write_uci_station(folder, uci_station_frame(k, station))
+    small = {"path": str(folder), "num_context": 18, "num_target": 6, "eval_stride": 3}
+    generic = {**small, "target_columns": "PM2.5", "calendar": ["hour", "day_of_week"],
+               "covariate_columns": ["TEMP"],
+               "coordinates": {s: list(BEIJING_COORDINATES[s]) for s in UCI_STATIONS}}
+    return {"beijing-air": small, "stations": generic}

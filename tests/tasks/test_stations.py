@@ -1,10 +1,10 @@
 """Station task and the beijing-air dataset (tasks/stations.py, tasks/datasets.py) on small
 synthetic files in the UCI format, against independent NumPy/pandas computations."""
-import csv
 import hashlib
 import io
 import math
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,42 +18,13 @@ from taylorformer.tasks import datasets
 from taylorformer.tasks.stations import BEIJING_COORDINATES, CALENDAR
 from taylorformer.training import TrainConfig, Trainer
 
-STATIONS = ("Aotizhongxin", "Dongsi", "Huairou")
-COLUMNS = ["No", "year", "month", "day", "hour", "PM2.5", "PM10", "SO2", "NO2", "CO", "O3", "TEMP",
-           "PRES", "DEWP", "RAIN", "wd", "WSPM", "station"]
-WIND = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
-HOURS = 120
 SMALL = {"num_context": 18, "num_target": 6, "eval_stride": 3}  # 6 h of 3 stations -> 2 h
 
 
-def station_frame(k, station, hours):
-    """UCI-style rows of one station: values are simple functions of the hour ``t`` and ``k``."""
-    t = np.arange(hours)
-    times = pd.date_range("2013-03-01", periods=hours, freq="h")
-    return pd.DataFrame({
-        "No": t + 1, "year": times.year, "month": times.month, "day": times.day, "hour": times.hour,
-        "PM2.5": 10.0 + 3 * k + (t % 17) * 1.5, "PM10": 20.0 + k + (t % 11) * 2.0,
-        "SO2": 5.0 + t % 3, "NO2": 7.0, "CO": 300.0, "O3": 70.0 + k,
-        "TEMP": -5.0 + 0.1 * t + k, "PRES": 1020.0 - 0.01 * t, "DEWP": -18.0 + 0.05 * t,
-        "RAIN": np.where(t % 23 == 0, 0.5, 0.0), "wd": [WIND[(i + k) % len(WIND)] for i in t],
-        "WSPM": 1.0 + (t % 5) * 0.3, "station": station})
-
-
-def write_station(folder, frame):
-    """One station file exactly as UCI writes them: quoted text, ``NA``, CRLF line ends."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"PRSA_Data_{frame['station'].iat[0]}_20130301-20170228.csv"
-    frame[COLUMNS].to_csv(path, index=False, na_rep="NA", quoting=csv.QUOTE_NONNUMERIC, lineterminator="\r\n")
-    return path
-
-
 @pytest.fixture
-def uci_folder(tmp_path):
-    """A folder of three station files, 120 hours each (360 rows, no missing values)."""
-    folder = tmp_path / "uci"
-    for k, station in enumerate(STATIONS):
-        write_station(folder, station_frame(k, station, HOURS))
-    return folder
+def uci_folder(station_configs):
+    """The session's folder of three synthetic UCI station files, 120 hours each (360 rows)."""
+    return Path(station_configs["beijing-air"]["path"])
 
 
 def stations(folder, **config):
@@ -86,13 +57,13 @@ def test_registered():
         assert registry.entry("task", name).description
 
 
-def test_split_sizes_and_windows_follow_the_reference_protocol(uci_folder):
+def test_split_sizes_and_windows_follow_the_reference_protocol(uci_folder, uci_format):
     task = stations(uci_folder)
-    n = 3 * HOURS
+    n = 3 * uci_format.hours
     n_test, n_val = math.floor(0.1 * n), math.floor(0.1 * n)  # last 10 %, the 10 % before
     assert task.split_bounds == {"train": (0, math.floor(0.8 * n)), "val": (n - n_test - n_val, n - n_test),
                                  "test": (n - n_test, n)}
-    assert (task.dim_x, task.dim_y) == (len(CALENDAR) + 5 + len(WIND), 2)
+    assert (task.dim_x, task.dim_y) == (len(CALENDAR) + 5 + len(uci_format.wind), 2)
     test = collect(task.dataset("test", batch_size=2))
     lo, hi = task.split_bounds["test"]
     np.testing.assert_array_equal(test["window_start"], np.arange(lo, hi - 24 + 1, 3))
@@ -113,7 +84,7 @@ def test_split_sizes_and_windows_follow_the_reference_protocol(uci_folder):
 
 
 @pytest.mark.parametrize("scaling", ["minmax", "zscore"])
-def test_inputs_and_targets_scaled_with_training_statistics(uci_folder, scaling):
+def test_inputs_and_targets_scaled_with_training_statistics(uci_folder, uci_format, scaling):
     task = stations(uci_folder, scaling=scaling)
     table = expected_table(uci_folder)
     n_train = task.split_bounds["train"][1]
@@ -144,13 +115,13 @@ def test_inputs_and_targets_scaled_with_training_statistics(uci_folder, scaling)
                                    atol=1e-5)
         onehot = val["xc"][i, :, 11:]
         np.testing.assert_array_equal(onehot.sum(1), 1.0)
-        np.testing.assert_array_equal(np.array(sorted(WIND))[onehot.argmax(1)], table["wd"].iloc[rows])
+        np.testing.assert_array_equal(np.array(sorted(uci_format.wind))[onehot.argmax(1)], table["wd"].iloc[rows])
     assert lo == val["window_start"][0]
     if scaling == "minmax":  # the training rows span [0, 1] exactly
         assert task.y[:n_train].min() == 0.0 and task.y[:n_train].max() == 1.0
 
 
-def test_space_options_and_the_great_circle(uci_folder):
+def test_space_options_and_the_great_circle(uci_folder, uci_format):
     latlon = stations(uci_folder, space="latlon")
     table = expected_table(uci_folder)
     np.testing.assert_allclose(latlon.s, [BEIJING_COORDINATES[s] for s in table["station"]], rtol=1e-6)
@@ -158,27 +129,27 @@ def test_space_options_and_the_great_circle(uci_folder):
     np.testing.assert_allclose(np.linalg.norm(xyz.s, axis=1), 1.0, atol=1e-6)
     a, b = xyz.s[:3].astype(np.float64), xyz.s[3:6].astype(np.float64)  # 3 stations, then the next hour
     d = np.degrees(2 * np.arcsin(np.linalg.norm(a[:, None] - b[None], axis=-1) / 2))  # from the chord
-    pairs = np.array([BEIJING_COORDINATES[s] for s in STATIONS])
+    pairs = np.array([BEIJING_COORDINATES[s] for s in uci_format.stations])
     ref = haversine_deg(np.repeat(pairs, 3, 0), np.tile(pairs, (3, 1))).reshape(3, 3)
     np.testing.assert_allclose(d, ref, atol=1e-4)  # float32 unit vectors: ~1e-5 degrees
     assert ref[0, 1] > 0.05  # distinct stations (about 6 km apart)
 
 
 # ---------------------------------------------------------------------- missing values
-def write_with_gaps(tmp_path):
+def write_with_gaps(tmp_path, uci):
     """Station 0 misses PM2.5 at hour 5, TEMP at hour 9 and SO2 (unused) at hour 14."""
     folder = tmp_path / "gaps"
-    frames = [station_frame(k, s, HOURS) for k, s in enumerate(STATIONS)]
+    frames = [uci.frame(k, s) for k, s in enumerate(uci.stations)]
     frames[0].loc[5, "PM2.5"] = np.nan
     frames[0].loc[9, "TEMP"] = np.nan
     frames[0].loc[14, "SO2"] = np.nan
     for f in frames:
-        write_station(folder, f)
+        uci.write(folder, f)
     return folder, frames[0]
 
 
-def test_nan_policies(tmp_path):
-    folder, first = write_with_gaps(tmp_path)
+def test_nan_policies(tmp_path, uci_format):
+    folder, first = write_with_gaps(tmp_path, uci_format)
     with pytest.raises(TaskError) as err:
         stations(folder, nan_policy="error")
     msg = str(err.value)
@@ -187,7 +158,7 @@ def test_nan_policies(tmp_path):
 
     def kept(task):
         rows = task.table[task.table["station"] == "Aotizhongxin"]["file_row"].to_numpy()
-        return set(range(HOURS)) - set(rows)
+        return set(range(uci_format.hours)) - set(rows)
 
     assert kept(stations(folder, nan_policy="drop")) == {5, 9}  # SO2 is not used
     assert kept(stations(folder, nan_policy="drop-any")) == {5, 9, 14}  # the reference's dropna()
@@ -204,7 +175,7 @@ def test_nan_policies(tmp_path):
 
 
 # ---------------------------------------------------------------------- bad input
-def test_bad_files_and_columns_name_the_file_and_field(tmp_path, uci_folder):
+def test_bad_files_and_columns_name_the_file_and_field(tmp_path, uci_folder, uci_format):
     with pytest.raises(TaskError, match="not found"):
         stations(tmp_path / "nowhere")
     empty = tmp_path / "empty"
@@ -214,20 +185,20 @@ def test_bad_files_and_columns_name_the_file_and_field(tmp_path, uci_folder):
     with pytest.raises(TaskError, match=r"no column 'PM25'.*did you mean 'PM2.5'"):
         stations(uci_folder, target_columns=["PM25"])
     bad = tmp_path / "bad"
-    frame = station_frame(0, "Dongsi", HOURS)
+    frame = uci_format.frame(0, "Dongsi")
     frame["WSPM"] = frame["WSPM"].astype(object)
     frame.loc[7, "WSPM"] = "calm"
-    path = write_station(bad, frame)
+    path = uci_format.write(bad, frame)
     with pytest.raises(TaskError) as err:
         stations(bad)
     assert str(path) in str(err.value) and "'WSPM'" in str(err.value) and "'calm'" in str(err.value) \
         and "row 7" in str(err.value)
     odd = tmp_path / "odd"
-    write_station(odd, station_frame(0, "Atlantis", HOURS))
+    uci_format.write(odd, uci_format.frame(0, "Atlantis"))
     with pytest.raises(TaskError, match=r"PRSA_Data_Atlantis.*station\(s\) \['Atlantis'\] have no coordinates"):
         stations(odd)
     twice = tmp_path / "twice"
-    write_station(twice, station_frame(0, "Dongsi", HOURS))
+    uci_format.write(twice, uci_format.frame(0, "Dongsi"))
     (twice / "copy.csv").write_bytes(next(twice.glob("PRSA*")).read_bytes())
     with pytest.raises(TaskError, match="repeat a \\(station, time\\) pair"):
         stations(twice)
@@ -242,11 +213,11 @@ def test_bad_files_and_columns_name_the_file_and_field(tmp_path, uci_folder):
             stations(uci_folder, **{key: value})
 
 
-def test_nan_and_infinite_targets_are_refused_by_default(tmp_path):
+def test_nan_and_infinite_targets_are_refused_by_default(tmp_path, uci_format):
     folder = tmp_path / "inf"
-    frame = station_frame(0, "Dongsi", HOURS)
+    frame = uci_format.frame(0, "Dongsi")
     frame.loc[3, "PM10"] = np.inf
-    path = write_station(folder, frame)
+    path = uci_format.write(folder, frame)
     with pytest.raises(TaskError) as err:
         make_task("stations", {"path": str(path), "target_columns": "PM10", "calendar": ["hour"],
                                "coordinates": {"Dongsi": [39.929, 116.417]}, "num_context": 3,
@@ -308,8 +279,9 @@ def test_pinned_archive_entry():
 
 
 # ---------------------------------------------------------------------- end to end
-def test_task_contract(uci_folder):
-    testing.check_task("beijing-air", batch_size=2, path=str(uci_folder), **SMALL)
+@pytest.mark.parametrize("name", ["stations", "beijing-air"])
+def test_task_contract(station_configs, name):
+    testing.check_task(name, batch_size=2, **station_configs[name])
 
 
 def test_build_fit_evaluate_with_a_geodesic_bias(uci_folder, tmp_path):
@@ -319,11 +291,11 @@ def test_build_fit_evaluate_with_a_geodesic_bias(uci_folder, tmp_path):
         "positions": "groups", "attention": {"name": "biased", "groups": [
             {"name": "space", "dims": [0, 1], "distance": "geodesic", "coords": "latlon"},
             {"name": "time", "dims": [2]}]}}, "head": {"width": 16}}
-    cfg = TrainConfig(steps=2, batch_size=4, val_every=2, val_batches=1, checkpoint_every=2,
+    cfg = TrainConfig(steps=1, batch_size=4, val_every=1, val_batches=1, checkpoint_every=1,
                       tensorboard=False, warmup_steps=0)
     trainer = Trainer(spec, task, cfg, out_dir=str(tmp_path / "run"))
     rows = trainer.fit(verbose=0)
-    assert int(rows[-1]["step"]) == 2
+    assert int(rows[-1]["step"]) == 1
     assert np.isfinite(float(rows[-1]["train_loss"])) and np.isfinite(float(rows[-1]["val_loglik"]))
     result = evaluate(trainer.model, task, "test", batch_size=4, num_batches=2)
     assert result["num_tasks"] == len(task.window_starts("test")) == 5  # windows at rows 324, 327, ..., 336

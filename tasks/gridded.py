@@ -160,6 +160,8 @@ class GriddedTask(Task):
         field = self._variable(open_data(path, engine), variable)
         field = self._dims(field, time_dim)
         self.variable = field.name
+        if time_range is not None and not (isinstance(time_range, (list, tuple)) and len(time_range) == 2):
+            raise TaskError(f"{OWNER} 'time_range' must be [first, last] or None, got {time_range!r}")
         self.time_range = None if time_range is None else list(time_range)
         self.data = self._select(field)  # lazy [T, Ny, Nx]
         self.max_context, self.max_target = self.num_context[1], self.num_target[1]
@@ -246,8 +248,6 @@ class GriddedTask(Task):
     def _time_index(self, times):
         if self.time_range is None:
             return np.arange(len(times))
-        if len(self.time_range) != 2:
-            raise TaskError(f"{OWNER} 'time_range' must be [first, last], got {self.time_range!r}")
         try:
             if np.issubdtype(times.dtype, np.datetime64):
                 lo, hi = (np.datetime64(str(t)) for t in self.time_range)

@@ -471,6 +471,50 @@ class StationsTask(Task):
                 "tc": tf.TensorSpec([None, None, 1], tf.float32), "tt": tf.TensorSpec([None, None, 1], tf.float32),
                 "window_start": tf.TensorSpec([None], tf.int64)}
 
+    def can_plot(self):
+        return True
+
+    def plot(self, model, batch, num_tasks=4, num_samples=0, title=None, axes=None):
+        """Forecasts of the first ``num_tasks`` windows of ``batch`` against time, in the data's
+        units (:func:`taylorformer.plotting.forecasts.plot_forecast`): per window, the
+        station of its first target and each target column, that station's context rows as
+        history, its target rows' truth, quantile bands from ``max(num_samples, 100)``
+        predictive samples and ``min(num_samples, 5)`` sampled paths."""
+        from matplotlib.figure import Figure
+
+        from taylorformer.inference import predict
+        from taylorformer.plotting.forecasts import plot_forecast
+
+        check_int("plot", "num_tasks", num_tasks)
+        check_int("plot", "num_samples", num_samples, minimum=0)
+        batch = {k: np.asarray(v)[:num_tasks] for k, v in batch.items()}
+        out = predict(model, batch, num_samples=max(num_samples, 100), seed=0)
+        samples = self.to_original_units(out["samples"])  # [S, B, H, Dy]
+        n, c, h = len(batch["window_start"]), self.num_context, self.num_target
+        if axes is None:
+            fig = Figure(figsize=(9, 2.6 * n), layout="tight")
+            axes = fig.subplots(n, self.dim_y, squeeze=False)
+        axes = np.asarray(axes, dtype=object).reshape(-1, self.dim_y)
+        if len(axes) < n:
+            raise TaskError(f"plot: {n} window(s) x {self.dim_y} target(s) need {n * self.dim_y} axes, "
+                            f"got {axes.size}")
+        for i, start in enumerate(batch["window_start"]):
+            rows = self.table.iloc[int(start):int(start) + c + h]
+            station = rows["station"].iat[c]
+            mine = (rows["station"] == station).to_numpy()
+            past, future = np.flatnonzero(mine[:c]), np.flatnonzero(mine[c:])
+            truth = self.to_original_units(np.concatenate([batch["yc"][i], batch["yt"][i]]))
+            times = rows["time"].to_numpy()
+            for j, col in enumerate(self.target_columns):
+                plot_forecast(times[past], truth[past, j], times[c + future], samples[:, i, future, j],
+                              truth=truth[c + future, j], mean=self.to_original_units(out["mean"][i])[future, j],
+                              num_paths=min(num_samples, 5), ax=axes[i, j], label=f"{col} at {station}",
+                              time_label="time")
+        fig = axes[0, 0].figure
+        if title:
+            fig.suptitle(title)
+        return fig
+
     # ------------------------------------------------------------------ data
     def dataset(self, split="train", batch_size=16, seed=0, num_batches=None, start=0):
         """Batches (module docstring); ``train`` infinite unless ``num_batches``, ``val``/``test``

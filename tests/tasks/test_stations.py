@@ -301,3 +301,21 @@ def test_build_fit_evaluate_with_a_geodesic_bias(uci_folder, tmp_path):
     assert result["num_tasks"] == len(task.window_starts("test")) == 5  # windows at rows 324, 327, ..., 336
     assert np.isfinite(result["loglik"]["mean"])
     assert 0.0 <= result["coverage95"] <= 1.0
+
+
+def test_plot_draws_one_station_per_window_in_original_units(uci_folder):
+    from taylorformer import build_model
+
+    task = stations(uci_folder)
+    model = build_model("tnp-d", dim_x=task.dim_x, dim_y=task.dim_y,
+                        encoder={"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}, head={"width": 16})
+    batch = next(iter(task.dataset("test", batch_size=2, num_batches=1)))
+    fig = task.plot(model, batch, num_tasks=2)
+    axes = fig.get_axes()
+    assert len(axes) == 2 * 2  # 2 windows x (PM2.5, PM10)
+    start = int(batch["window_start"][0])
+    rows = expected_table(uci_folder).iloc[start:start + 24]
+    station = rows["station"].iat[18]
+    assert axes[0].get_ylabel() == f"PM2.5 at {station}" and axes[0].get_xlabel() == "time"
+    history = axes[0].get_lines()[0].get_ydata()  # the station's context rows, in file units
+    np.testing.assert_allclose(history, rows["PM2.5"].iloc[:18][rows["station"].iloc[:18] == station], rtol=1e-5)

@@ -342,20 +342,27 @@ class StationsTask(Task):
         latlon = self._latlon(df)
         self._split_rows(len(df))
         lo, hi = self.split_bounds["train"]
-        self.y_offset, self.y_scale = self._statistics(targets[lo:hi], self.target_columns, df, targets=True)
-        scaled = [self._scale(inputs, self._statistics(inputs[lo:hi], self.input_names, df)),
+        self.y_offset, self.y_scale = self._statistics(targets[lo:hi], self.target_columns, targets=True)
+        scaled = [self._scale(inputs, self._statistics(inputs[lo:hi], self.input_names)),
                   self._onehot(df)]
         self.x = np.concatenate(scaled, 1).astype(np.float32)
-        self.t = self._scale(hours, self._statistics(hours[lo:hi], ["time"], df)).astype(np.float32)
+        self.t = self._scale(hours, self._statistics(hours[lo:hi], ["time"])).astype(np.float32)
         if self.space == "scaled":
-            self.s = self._scale(latlon, self._statistics(latlon[lo:hi], ["latitude", "longitude"], df))
+            self.s = self._scale(latlon, self._statistics(latlon[lo:hi], ["latitude", "longitude"]))
         else:
             self.s = latlon if self.space == "latlon" else latlon_to_xyz(latlon)
         self.s = self.s.astype(np.float32)
-        self.y = ((targets - self.y_offset) / self.y_scale).astype(np.float32)
+        self.y = self._scale(targets, (self.y_offset, self.y_scale)).astype(np.float32)
         self.table = df[["file", "file_row", self.station_column, "_time"]].rename(
             columns={self.station_column: "station", "_time": "time"})
         self.dim_x, self.dim_y = self.x.shape[1], self.y.shape[1]
+        for names, values in ((self.input_names, self.x), (self.target_columns, self.y)):  # one-hot: finite
+            bad = np.argwhere(~np.isfinite(values))
+            if bad.size:
+                i, j = bad[0]
+                raise TaskError(f"data file {df['file'].iat[i]!r}: column {names[j]!r} is not finite once "
+                                f"scaled with the training statistics (row {df['file_row'].iat[i]}, 0-based, "
+                                f"header excluded; values near the float range overflow): rescale the column")
 
     @property
     def input_names(self):
@@ -405,13 +412,14 @@ class StationsTask(Task):
             blocks.append(np.eye(len(cats))[codes])
         return np.concatenate(blocks, 1) if blocks else np.zeros((len(df), 0))
 
-    def _statistics(self, train, names, df, targets=False):
+    def _statistics(self, train, names, targets=False):
         """``(offset, scale)`` ``[D]`` of ``scaling`` from the training rows ``train [n, D]``.
         A constant input gets scale 1 (shifted only); a constant target is an error."""
-        if self.scaling == "minmax":
-            offset, scale = train.min(0), train.max(0) - train.min(0)
-        else:
-            offset, scale = train.mean(0), train.std(0)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked in _load
+            if self.scaling == "minmax":
+                offset, scale = train.min(0), train.max(0) - train.min(0)
+            else:
+                offset, scale = train.mean(0), train.std(0)
         flat = np.flatnonzero(scale == 0)
         if flat.size and targets:
             raise TaskError(f"{OWNER}: target column(s) {[names[j] for j in flat]} of {self._source} are "
@@ -421,7 +429,8 @@ class StationsTask(Task):
     @staticmethod
     def _scale(values, stats):
         offset, scale = stats
-        return (values - offset) / scale
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked in _load
+            return (values - offset) / scale
 
     @property
     def _source(self):

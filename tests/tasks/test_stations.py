@@ -193,6 +193,12 @@ def test_bad_files_and_columns_name_the_file_and_field(tmp_path, uci_folder, uci
         stations(bad)
     assert str(path) in str(err.value) and "'WSPM'" in str(err.value) and "'calm'" in str(err.value) \
         and "row 7" in str(err.value)
+    huge = tmp_path / "huge"
+    frame = uci_format.frame(0, "Dongsi")
+    frame.loc[[3, 4], "TEMP"] = [1e308, -1e308]  # the training range overflows float64
+    path = uci_format.write(huge, frame)
+    with pytest.raises(TaskError, match=f"{path.name}': column 'TEMP' is not finite once scaled .*row 3"):
+        stations(huge, num_context=6, num_target=2)
     odd = tmp_path / "odd"
     uci_format.write(odd, uci_format.frame(0, "Atlantis"))
     with pytest.raises(TaskError, match=r"PRSA_Data_Atlantis.*station\(s\) \['Atlantis'\] have no coordinates"):

@@ -420,9 +420,15 @@ class GriddedTask(Task):
             truth = self.to_original_units(batch["yt"][i, pick, 0])
             j = int(round((step + 1) * (self.window_length - 1) / 2)) if self.window_length > 1 else 0
             when = self.times[int(batch["window_start"][i]) + j] if "window_start" in batch else f"step {j}"
-            for ax, data, label in ((axes[i, 0], truth, "truth"), (axes[i, 1], mean[i, pick], "predictive mean"),
-                                    (axes[i, 2], std[i, pick], "predictive std")):
-                image = ax.scatter(target[:, 1], target[:, 0], c=data, s=18, cmap="viridis", marker="s")
+            if np.issubdtype(np.asarray(when).dtype, np.datetime64):
+                when = np.datetime_as_string(when, unit="m")
+            both = np.concatenate([truth, mean[i, pick]])  # truth and mean share one colour scale
+            for ax, data, label, scale in (
+                    (axes[i, 0], truth, "truth", (both.min(), both.max())),
+                    (axes[i, 1], mean[i, pick], "predictive mean", (both.min(), both.max())),
+                    (axes[i, 2], std[i, pick], "predictive std", (None, None))):
+                image = ax.scatter(target[:, 1], target[:, 0], c=data, s=18, cmap="viridis", marker="s",
+                                   vmin=scale[0], vmax=scale[1])
                 ax.scatter(context[:, 1], context[:, 0], s=10, facecolors="none", edgecolors="red",
                            linewidths=0.6, label="context")
                 ax.set_title(f"{label}, {self.variable} at {when}", fontsize=8)

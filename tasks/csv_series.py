@@ -45,7 +45,8 @@ import numpy as np
 
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args
+from taylorformer.task import (MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args,
+                               window_starts_dataset)
 from taylorformer.tasks import datasets
 
 NAN_POLICIES = ("error", "drop", "ffill")
@@ -478,20 +479,8 @@ class CSVSeriesTask(Task):
         lo, hi = self._bounds(split)
         dataset_args(batch_size, num_batches, start, seed)
         c, h = self.context_length, self.horizon
-        if split == "train":
-            n_windows = hi - lo - c - h + 1
-            seed = int(seed)
-
-            def draw(i):  # batch i depends only on (seed, i)
-                return lo + tf.random.stateless_uniform(
-                    [batch_size], seed=tf.stack([tf.constant(seed, tf.int64), i]),
-                    minval=0, maxval=n_windows, dtype=tf.int64)
-
-            ds = tf.data.Dataset.counter(start=int(start)).map(draw)
-        else:
-            ds = tf.data.Dataset.from_tensor_slices(self.window_starts(split)).batch(batch_size)
-        if num_batches is not None:
-            ds = ds.take(int(num_batches))
+        ds = window_starts_dataset(split, batch_size, seed, start, num_batches, lo, hi - lo - c - h + 1,
+                                   None if split == "train" else self.window_starts(split))
         return ds.map(self._make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     # ------------------------------------------------------------------ forecasts

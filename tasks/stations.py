@@ -56,7 +56,8 @@ import numpy as np
 
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args
+from taylorformer.task import (MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args,
+                               window_starts_dataset)
 from taylorformer.tasks import datasets
 from taylorformer.tasks.csv_series import DataFileNotFoundError, _rows
 from taylorformer.tasks.sphere import latlon_to_xyz
@@ -545,19 +546,7 @@ class StationsTask(Task):
                     "sc": v["s"][:, :c], "st": v["s"][:, c:], "tc": v["t"][:, :c], "tt": v["t"][:, c:],
                     "mask_c": tf.ones([b, c]), "mask_t": tf.ones([b, h]), "window_start": first}
 
-        if split == "train":
-            n_windows, seed = len(starts), int(seed)
-
-            def draw(i):  # batch i depends only on (seed, i)
-                return lo + tf.random.stateless_uniform(
-                    [batch_size], seed=tf.stack([tf.constant(seed, tf.int64), i]),
-                    minval=0, maxval=n_windows, dtype=tf.int64)
-
-            ds = tf.data.Dataset.counter(start=int(start)).map(draw)
-        else:
-            ds = tf.data.Dataset.from_tensor_slices(starts).batch(batch_size)
-        if num_batches is not None:
-            ds = ds.take(int(num_batches))
+        ds = window_starts_dataset(split, batch_size, seed, start, num_batches, lo, len(starts), starts)
         return ds.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 

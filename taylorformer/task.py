@@ -173,6 +173,29 @@ def dataset_args(batch_size, num_batches, start, seed=0):
 
 
 # ----------------------------------------------------------------------------- memory
+def window_starts_dataset(split, batch_size, seed, start, num_batches, first, num_windows,
+                          eval_starts):
+    """``tf.data`` stream of ``[batch_size]`` int64 first rows of windows, for tasks that
+    cut windows from one table. ``train``: uniform over ``first + [0, num_windows)``, batch
+    ``i`` depending only on ``(seed, i)`` and the stream starting at batch ``start``
+    (resuming continues it); otherwise ``eval_starts`` in order, once. ``num_batches``
+    caps the stream."""
+    import tensorflow as tf
+
+    if split == "train":
+        seed = int(seed)
+
+        def draw(i):
+            return first + tf.random.stateless_uniform(
+                [batch_size], seed=tf.stack([tf.constant(seed, tf.int64), i]),
+                minval=0, maxval=num_windows, dtype=tf.int64)
+
+        ds = tf.data.Dataset.counter(start=int(start)).map(draw)
+    else:
+        ds = tf.data.Dataset.from_tensor_slices(eval_starts).batch(batch_size)
+    return ds if num_batches is None else ds.take(int(num_batches))
+
+
 def available_memory():
     """``(bytes, source)``: memory this process can still get. ``MemAvailable`` of
     ``/proc/meminfo`` (physical memory, ``SC_PHYS_PAGES * SC_PAGE_SIZE``, where that is

@@ -145,3 +145,19 @@ def station_configs(tmp_path_factory):
                "covariate_columns": ["TEMP"],
                "coordinates": {s: list(BEIJING_COORDINATES[s]) for s in UCI_STATIONS}}
     return {"beijing-air": small, "stations": generic}
+
+
+@pytest.fixture(scope="session")
+def gridded_configs(tmp_path_factory):
+    """A valid config of the ``gridded`` task on a small synthetic ERA5-style netCDF file
+    (30 days, 5 x 6 cells; never modify it: the session shares it)."""
+    import pandas as pd
+    import xarray as xr
+
+    path = tmp_path_factory.mktemp("gridded") / "field.nc"
+    field = np.random.default_rng(0).normal(size=(30, 5, 6))
+    xr.Dataset({"t2m": (("time", "latitude", "longitude"), field)},
+               coords={"time": pd.date_range("2020-01-01", periods=30, freq="D"),
+                       "latitude": np.linspace(60, -60, 5), "longitude": np.arange(0, 360, 60.0)}
+               ).to_netcdf(path, engine="h5netcdf")
+    return {"gridded": {"path": str(path), "window_length": 2, "num_context": [4, 8], "num_target": 6}}

@@ -27,8 +27,9 @@ def options(name):
 
 
 @pytest.fixture(scope="module")
-def csv_files(tmp_path_factory):
-    """Valid files for the CSV tasks (2000 rows: every split holds a 96 + 96 window)."""
+def csv_files(tmp_path_factory, station_configs, gridded_configs):
+    """Valid files for the CSV tasks (2000 rows: every split holds a 96 + 96 window), the
+    image tasks, and the station and gridded tasks (synthetic files, tests/conftest.py)."""
     root = tmp_path_factory.mktemp("csv")
     t = np.arange(2000.0)
     series = np.sin(t / 10.0) + t / 1000.0
@@ -41,13 +42,23 @@ def csv_files(tmp_path_factory):
         pd.DataFrame(np.stack([series + i for i in range(columns)], 1)).to_csv(
             root / f"{name}.csv", index=False, header=False)
         files[name] = {"path": str(root / f"{name}.csv")}
-    return files
+    # image tasks: 24 x 24 (the presets' counts fit); digits in train/val, a digit (emnist)
+    # and a letter (emnist-unseen) in test; the presets read this local copy, not tfds
+    np.savez(root / "images.npz", images=np.random.default_rng(0).integers(0, 256, (20, 24, 24), dtype=np.uint8),
+             labels=np.r_[np.arange(10), np.arange(6), 0, 1, 3, 12])
+    files["image"] = {"source": str(root / "images.npz")}
+    for name in ("mnist", "emnist", "emnist-unseen", "celeba", "cifar10", "t-mnist", "t-cifar10"):
+        files[name] = {"source": str(root / "images.npz"), "split": None}
+    return {**files, **station_configs, **gridded_configs}
 
 
 def assert_finite_batch(task):
     """A task that was accepted produces finite data."""
     if task.name == "csv":
         assert np.all(np.isfinite(task.scaled))
+        return
+    if task.name == "stations":
+        assert all(np.all(np.isfinite(a)) for a in (task.x, task.y, task.s, task.t))
         return
     batch = task.sample(np.random.default_rng(0), 1, "train")
     for key, value in batch.items():

@@ -32,6 +32,12 @@ Call protocol (what encoders rely on)::
     # key_mask [B, Nk] / query_mask [B, Nq]: 1 = real point; pair_mask_fn: structural
     # mask from global indices (see taylorformer.attention_executor)
     # out [B, Nq, output_dim]; (out, new_q_pos) when ``updates_positions`` is True.
+
+Incremental decoding (autoregressive sampling, :mod:`taylorformer.decoding`) uses the
+same projections and score: ``key_value_heads(keys, values=None)`` gives the heads a
+:class:`~taylorformer.decoding.KeyValueCache` stores, ``attend_cache(queries, cache,
+length, key_mask)`` attends new query rows to its first ``length`` slots through
+:func:`taylorformer.attention_executor.attend_blocks`. Nothing to override.
 """
 import keras
 import tensorflow as tf
@@ -116,11 +122,16 @@ class Attention(keras.layers.Layer):
         merged = tf.reshape(tf.transpose(heads, [0, 2, 1, 3]), [b, n, self.num_heads * self.head_dim])
         return self.out_proj(merged)
 
+    def key_value_heads(self, keys, values=None):
+        """Key and value heads ``[B, H, Nk, d]`` of ``keys`` and ``values`` (default: the
+        keys): what an incremental-decoding cache stores per layer."""
+        values = keys if values is None else values
+        return self._heads(self.k_proj(keys)), self._heads(self.v_proj(values))
+
     def call(self, queries, keys, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
              values=None, query_mask=None):
-        values = keys if values is None else values
-        q, k, v = (self._heads(self.q_proj(queries)), self._heads(self.k_proj(keys)),
-                   self._heads(self.v_proj(values)))
+        q = self._heads(self.q_proj(queries))
+        k, v = self.key_value_heads(keys, values)
         tile = attention_executor.choose_tile(q, k, self.pair_floats(), self.tile_size, self.dense_pairs)
         update = self.position_update if self.updates_positions else None
         result = attention_executor.attend(
@@ -131,6 +142,18 @@ class Attention(keras.layers.Layer):
             return self.merge_heads(result)
         heads, change = result
         return self.merge_heads(heads), tf.cast(q_pos, change.dtype) + change
+
+    def attend_cache(self, queries, cache, length, key_mask=None):
+        """Incremental decoding: ``queries [B, Nq, Dq]`` against the slots below ``length``
+        of a :class:`taylorformer.decoding.KeyValueCache` (heads from
+        :meth:`key_value_heads`) whose ``key_mask [B, Nc + Nt]`` is 1 -> ``[B, Nq,
+        output_dim]``. Position-free: a layer that moves positions cannot decode from a cache."""
+        if self.updates_positions:
+            raise SpecError(f"{type(self).__name__} moves positions: it cannot run from a "
+                            "key/value cache; sample with cache=False")
+        q = self._heads(self.q_proj(queries))
+        out = attention_executor.attend_blocks(self.score, q, cache.blocks(length, key_mask))
+        return self.merge_heads(out)
 
     def get_config(self):
         return {**super().get_config(), "output_dim": self.output_dim, "num_heads": self.num_heads,

@@ -21,7 +21,8 @@ to, with the attention weights as input (TE-TNP's location update)::
 recomputes every block, flash-attention style, so memory is O(tile^2) per head), with
 the same values and gradients (w.r.t. q, k, v, positions and the variables read).
 :func:`choose_tile` is the one rule that picks the path from the memory a block of
-pairs takes.
+pairs takes. :func:`attend_blocks` is the entry point of incremental decoding: a few new
+query rows against keys/values kept in the blocks of a cache.
 
 Conventions: ``key_mask`` [B,Nk] (1/True = real key); ``query_mask`` [B,Nq] (1/True =
 real query; a hint for the score, the output of a padded query is unspecified);
@@ -103,6 +104,42 @@ def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_f
                         update_fn=update_fn)
 
 
+def attend_blocks(score_fn, q, blocks, query_mask=None):
+    """Incremental decoding's entry point: new query rows against keys/values kept in blocks.
+
+    q: [B,H,Nq,dq] (the few rows of one decoding step); ``blocks``: a list of ``(k
+    [B,H,Lb,dk], v [B,H,Lb,dv], valid [B,Lb] bool)``, e.g. the buffers of a key/value
+    cache (:class:`taylorformer.decoding.KeyValueCache`), which then need no
+    concatenation. One softmax over the valid keys of all blocks; no positions, no
+    structural mask (the blocks' ``valid`` holds it). A row with no valid key returns 0.
+    Dense: [B,H,Nq,sum Lb] logits. Returns [B,H,Nq,dv] in the values' dtype.
+    """
+    qv = _as_bool(query_mask)
+    s = tf.concat([tf.cast(score_fn(q, k, None, None, qv, valid), tf.float32) for k, _, valid in blocks], -1)
+    valid = tf.concat([valid for _, _, valid in blocks], -1)[:, None, None, :]
+    values = [v for _, v, _ in blocks]
+    return tf.cast(_softmax_values(s, valid, values)[0], values[0].dtype)
+
+
+def _softmax_values(s, valid, values):
+    """Masked softmax of logits ``s`` [B,H,Nq,Nk] (float32; ``valid`` broadcastable bool,
+    or None) times the values, given as blocks splitting Nk: ``(out [B,H,Nq,dv] float32,
+    e, z)`` with ``e`` the unnormalised weights and ``z`` their row sums."""
+    if valid is not None:
+        s = tf.where(valid, s, _NEG)  # exp(-1e30 - max) is exactly 0
+    e = tf.exp(s - tf.stop_gradient(tf.reduce_max(s, -1, keepdims=True)))
+    # normalise after the matmul, like the tiled path; the row max contributes 1, so the sum
+    # is >= 1 unless there are no keys at all (Nk = 0: empty context -> 0)
+    z = tf.reduce_sum(e, -1, keepdims=True)
+    parts = tf.split(e, [v.shape[2] if v.shape[2] is not None else tf.shape(v)[2] for v in values], -1) \
+        if len(values) > 1 else [e]
+    out = tf.add_n([tf.matmul(p, tf.cast(v, tf.float32)) for p, v in zip(parts, values)])
+    out = tf.math.divide_no_nan(out, z)
+    if valid is not None:  # a row with no valid key is uniform over -1e30 logits: zero it
+        out *= tf.cast(tf.reduce_any(valid, -1, keepdims=True), out.dtype)
+    return out, e, z
+
+
 def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
                  query_mask=None, position_grads=True, update_fn=None):
     """Reference path: full [B,H,Nq,Nk] logits and a masked softmax (args as ``attend``)."""
@@ -115,15 +152,7 @@ def dense_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     if masked or update_fn is not None:
         valid = pair_validity(key_validity(key_mask, k), pair_mask_fn,
                               tf.range(tf.shape(q)[2]), tf.range(tf.shape(k)[2]))
-    if masked:
-        s = tf.where(valid, s, _NEG)  # exp(-1e30 - max) is exactly 0
-    e = tf.exp(s - tf.stop_gradient(tf.reduce_max(s, -1, keepdims=True)))
-    # normalise after the matmul, like the tiled path; the row max contributes 1, so the sum
-    # is >= 1 unless there are no keys at all (Nk = 0: empty context -> 0)
-    z = tf.reduce_sum(e, -1, keepdims=True)
-    out = tf.math.divide_no_nan(tf.matmul(e, tf.cast(v, tf.float32)), z)
-    if masked:  # a row with no valid key is uniform over -1e30 logits: zero it
-        out *= tf.cast(tf.reduce_any(valid, -1, keepdims=True), out.dtype)
+    out, e, z = _softmax_values(s, valid if masked else None, [v])
     out = tf.cast(out, v.dtype)
     if update_fn is None:
         return out

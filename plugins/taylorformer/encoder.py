@@ -37,13 +37,17 @@ conditional of the chain rule (teacher forcing) for an autoregressive NP.
     (a linear layer in the preset) maps it to the likelihood parameters.
     Ablations: ``streams=["xy"]`` (MHA-XY only, a masked transformer decoder) or
     ``streams=["x"]`` (MHA-X only); with or without the wrapper.
+
+    Cached decoding (:mod:`taylorformer.decoding`; ``start_cache``, ``cached_query``,
+    ``cached_append``): per stream and layer a key/value cache of every point seen, so
+    autoregressive sampling runs one query row per layer and step.
 """
 import math
 
 import keras
 import tensorflow as tf
 
-from taylorformer import components
+from taylorformer import components, decoding
 from taylorformer.errors import SpecError
 from taylorformer.checks import check_int, check_number
 
@@ -185,36 +189,102 @@ class TaylorformerEncoder(keras.layers.Layer):
         ctx = attn(queries[:, :nc], keys[:, :nc], key_mask=key_mask[:, :nc], **kw(slice(None, nc)))
         return tf.concat([ctx, tgt], 1)
 
+    def _stream(self, stream):
+        """``(attention layers, blocks, residual projection)`` of stream ``"x"`` or ``"xy"``."""
+        if stream == "x":
+            return self.attn_x, self.block_x, self.res_x
+        return self.attn_xy, self.block_xy, self.res_xy
+
+    def _first_layer(self, stream, batch, features):
+        """First-layer ``(queries, keys)`` ``[B, L, F]`` of ``stream`` over the sequence
+        ``[context; targets]``, and y ``[B, L, Dy]`` (the MHA-X stream's last values)."""
+        x_fe, y_fe, y_seen, y = self.features(batch, features)
+        dtype = self.compute_dtype
+        if stream == "x":
+            return tf.cast(x_fe, dtype), tf.cast(x_fe, dtype), tf.cast(y, dtype)
+        mask_c, mask_t = (tf.cast(batch[k], tf.float32)[..., None] for k in ("mask_c", "mask_t"))
+        is_ctx = tf.concat([tf.ones_like(mask_c), tf.zeros_like(mask_t)], 1)  # [B, L, 1]
+        keys = tf.concat([x_fe, y_fe, y_seen, tf.ones_like(is_ctx)], -1)
+        queries = tf.concat([x_fe, y_fe * is_ctx, y_seen, is_ctx], -1)
+        return tf.cast(queries, dtype), tf.cast(keys, dtype), tf.cast(y, dtype)
+
+    def _active_streams(self):
+        """The streams in output order (MHA-X first)."""
+        return [s for s in STREAMS if s in self.streams]
+
     def call(self, batch, features=None, training=None):
         """Target representations ``[B, Nt, output_dim]``; ``features``: the LocalTaylor
         wrapper's features, if the model has one."""
         nc = batch["xc"].shape[1]
         nc = tf.shape(batch["xc"])[1] if nc is None else nc
         key_mask = tf.concat([batch["mask_c"], batch["mask_t"]], 1)
-        x_fe, y_fe, y_seen, y = self.features(batch, features)
-        dtype = self.compute_dtype
         last = self.num_layers - 1
         outputs = []
-        if "x" in self.streams:
-            o = tf.cast(x_fe, dtype)
-            res = self.res_x(o)
-            for i, (attn, block) in enumerate(zip(self.attn_x, self.block_x)):
-                values = tf.cast(y, dtype) if i == last else None
-                a = self._attend(attn, o, o, key_mask, nc, values=values, targets_only=i == last)
-                o = res = block(a, res[:, nc:] if i == last else res, training=training)
-            outputs.append(o)
-        if "xy" in self.streams:
-            mask_c, mask_t = (tf.cast(batch[k], tf.float32)[..., None] for k in ("mask_c", "mask_t"))
-            is_ctx = tf.concat([tf.ones_like(mask_c), tf.zeros_like(mask_t)], 1)  # [B, L, 1]
-            keys = tf.concat([x_fe, y_fe, y_seen, tf.ones_like(is_ctx)], -1)
-            queries = tf.concat([x_fe, y_fe * is_ctx, y_seen, is_ctx], -1)
-            keys, queries = tf.cast(keys, dtype), tf.cast(queries, dtype)
-            res = self.res_xy(queries)
-            for i, (attn, block) in enumerate(zip(self.attn_xy, self.block_xy)):
-                a = self._attend(attn, queries, keys, key_mask, nc, targets_only=i == last)
+        for stream in self._active_streams():
+            attns, blocks, res_layer = self._stream(stream)
+            queries, keys, y = self._first_layer(stream, batch, features)
+            res = res_layer(queries)
+            for i, (attn, block) in enumerate(zip(attns, blocks)):
+                values = y if stream == "x" and i == last else None
+                a = self._attend(attn, queries, keys, key_mask, nc, values=values, targets_only=i == last)
                 queries = keys = res = block(a, res[:, nc:] if i == last else res, training=training)
             outputs.append(queries)
         return outputs[0] if len(outputs) == 1 else tf.concat(outputs, -1)
+
+    # ------------------------------------------------------------------ cached decoding
+    # (protocol: taylorformer.decoding). Per stream and layer the cache holds the key and
+    # value heads [B, H, Nc + Nt, d] of every point seen; step t runs target t's query row
+    # only. A target's key at layer i > 0 is its own query-row output of layer i - 1 (known
+    # before its y); its first-layer key (MHA-XY) and last-layer value (MHA-X) read its y.
+    def start_cache(self, batch, features=None):
+        """Cache with the context's keys/values in every layer (context rows see the context)."""
+        context = decoding.context_only(batch)
+        nc, nt = tf.shape(batch["xc"])[1], batch["mask_t"].shape[1]
+        cache = {"key_mask": tf.concat([batch["mask_c"], batch["mask_t"]], 1)}
+        last = self.num_layers - 1
+        for stream in self._active_streams():
+            attns, blocks, res_layer = self._stream(stream)
+            queries, keys, y = self._first_layer(stream, context, features)
+            res, layers = res_layer(queries), []
+            for i, (attn, block) in enumerate(zip(attns, blocks)):
+                k, v = attn.key_value_heads(keys, y if stream == "x" and i == last else None)
+                layers.append(decoding.KeyValueCache.start(k, v, nt))
+                if i < last:
+                    a = attn.attend_cache(queries, layers[-1], nc, key_mask=cache["key_mask"])
+                    queries = keys = res = block(a, res)
+            cache[stream] = layers
+        return cache
+
+    def cached_query(self, cache, point, index, features=None):
+        """Representation ``[B, 1, output_dim]`` of the target in ``point`` (slot ``index``),
+        and its query-row outputs per stream (the keys of layers 1..L-1)."""
+        outputs, pending = [], {}
+        for stream in self._active_streams():
+            attns, blocks, res_layer = self._stream(stream)
+            queries, _, _ = self._first_layer(stream, point, features)
+            res, hidden = res_layer(queries), []
+            for attn, block, kv in zip(attns, blocks, cache[stream]):
+                a = attn.attend_cache(queries, kv, index, key_mask=cache["key_mask"])
+                queries = res = block(a, res)
+                hidden.append(queries)
+            outputs.append(queries)
+            pending[stream] = hidden[:-1]
+        return (outputs[0] if len(outputs) == 1 else tf.concat(outputs, -1)), pending
+
+    def cached_append(self, cache, point, index, pending, features=None):
+        """``cache`` with the keys/values of ``point`` (its y drawn) in slot ``index``."""
+        cache = dict(cache)
+        last = self.num_layers - 1
+        for stream in self._active_streams():
+            attns, _, _ = self._stream(stream)
+            _, keys, y = self._first_layer(stream, point, features)
+            inputs = [keys] + pending[stream]
+            layers = []
+            for i, (attn, kv) in enumerate(zip(attns, cache[stream])):
+                values = y if stream == "x" and i == last else None
+                layers.append(kv.write(index, *attn.key_value_heads(inputs[i], values)))
+            cache[stream] = layers
+        return cache
 
     def get_config(self):
         return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,

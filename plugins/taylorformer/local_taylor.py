@@ -19,7 +19,10 @@ A wrapper is a class built with ``(dim_x, dim_y, **options)`` exposing
   for encoders that do not place the features themselves;
 * ``adjust(params, features) -> params``: run after the likelihood's ``parameters``; adds
   the hard-coded Taylor term to the location parameter(s);
-* ``get_config() -> dict`` of its options.
+* ``get_config() -> dict`` of its options;
+* optionally, for cached autoregressive sampling (:mod:`taylorformer.decoding`):
+  ``start_cache``, ``query_features`` and ``append`` (the features of one new target
+  from the points before it, then its own-y features once its value is drawn).
 
 ``causal`` says which points a target may look at: ``False`` (conditional NPs: targets are
 independent given the context, so a target's neighbours come from the context only) or
@@ -74,10 +77,11 @@ Definitions and decisions
 Cost: O((Nc + Nt)^2) memory and time for the pairwise distances of one task (the paper's
 noted cost of the RepresentationExtractor); fine for series of a few thousand points.
 """
-import dataclasses
+import typing
 
 import tensorflow as tf
 
+from taylorformer import decoding
 from taylorformer.errors import SpecError
 from taylorformer.checks import check_choice, check_int, check_number
 
@@ -85,13 +89,13 @@ _BIG = 3.0e38
 GROUPS = ("x", "seen", "own")
 
 
-@dataclasses.dataclass(frozen=True)
-class LocalTaylorFeatures:
+class LocalTaylorFeatures(typing.NamedTuple):
     """What :meth:`LocalTaylor.features` computed for one batch.
 
     ``x``, ``seen``, ``own``: float32 ``[B, Nc + Nt, F]`` feature groups over the sequence
     ``[context; targets]`` (``F = 0`` with ``q = 0``); ``mean_t``: float32 ``[B, Nt, Dy]``
-    Taylor term; ``num_context``: Nc (int or scalar tensor).
+    Taylor term; ``num_context``: Nc (int or scalar tensor). A named tuple, so it can be
+    part of a ``tf.while_loop`` state (cached decoding).
     """
 
     x: tf.Tensor
@@ -103,6 +107,14 @@ class LocalTaylorFeatures:
     def group(self, name):
         """Feature group ``name`` (one of :data:`GROUPS`) over the whole sequence."""
         return getattr(self, name)
+
+
+def sequence(batch):
+    """``x [B, L, Dx]``, ``y [B, L, Dy]`` (float32) and ``valid [B, L]`` (bool) of the
+    sequence ``[context; targets]``."""
+    x = tf.cast(tf.concat([batch["xc"], batch["xt"]], 1), tf.float32)
+    y = tf.cast(tf.concat([batch["yc"], batch["yt"]], 1), tf.float32)
+    return x, y, tf.concat([batch["mask_c"], batch["mask_t"]], 1) > 0.5
 
 
 def allowed_neighbours(valid, nc, causal):
@@ -141,17 +153,19 @@ def nearest(dist, allowed, m):
 
 
 def _gather(values, idx):
-    """``values [B, L, ...]`` at ``idx [B, L, m]`` -> ``[B, L, m, ...]``."""
+    """``values [B, L, ...]`` at ``idx [B, Q, m]`` -> ``[B, Q, m, ...]``."""
     return tf.gather(values, idx, batch_dims=1)
 
 
-def second_neighbours(x, allowed, first, has_first, k, min_sin):
+def second_neighbours(xq, x, allowed, first, has_first, k, min_sin):
     """2-D: the ``k`` nearest allowed points at an angle (|sin| > min_sin) to the first.
 
-    ``first [B, L]`` is the nearest neighbour's index. Returns ``idx``/``found [B, L, k]``.
+    ``xq [B, Q, 2]``: the points whose neighbours are searched; ``x [B, L, 2]``: the
+    sequence; ``allowed [B, Q, L]``; ``first [B, Q]``: the nearest neighbour's index in
+    ``x``. Returns ``idx``/``found [B, Q, k]``.
     """
-    a = x - tf.gather(x, first, batch_dims=1)  # [B, L, 2]
-    b = x[:, :, None, :] - x[:, None, :, :]  # [B, L, L, 2]: x_i - x_j
+    a = xq - tf.gather(x, first, batch_dims=1)  # [B, Q, 2]
+    b = xq[:, :, None, :] - x[:, None, :, :]  # [B, Q, L, 2]: x_i - x_j
     cross = a[:, :, None, 0] * b[..., 1] - a[:, :, None, 1] * b[..., 0]
     norms = tf.norm(a, axis=-1)[..., None] * tf.norm(b, axis=-1)
     n = tf.shape(x)[1]
@@ -161,34 +175,34 @@ def second_neighbours(x, allowed, first, has_first, k, min_sin):
     return nearest(sq, ok, k)
 
 
-def slope_estimates(x, y, idx, found, dim_x, k, min_dx, max_slope, min_sin=0.5):
-    """Slope (1-D) / gradient (2-D) at every point from its seen neighbours.
+def slope_estimates(xq, yq, x, y, idx, found, dim_x, k, min_dx, max_slope, min_sin=0.5):
+    """Slope (1-D) / gradient (2-D) at the points ``xq [B, Q, Dx]``, ``yq [B, Q, Dy]`` from
+    their seen neighbours in the sequence ``x [B, L, Dx]``, ``y [B, L, Dy]``.
 
-    ``x [B, L, Dx]``, ``y [B, L, Dy]``, ``idx``/``found [B, L, m]`` (m = k + Dx - 1: in
-    2-D the nearest neighbour, then the k from :func:`second_neighbours`).
-    Returns ``slope [B, L, Dx, Dy]`` (average of the valid estimates) and
-    ``flag [B, L]`` (1.0 if any of the k estimates was invalid).
+    ``idx``/``found [B, Q, m]`` index ``x`` (m = k + Dx - 1: in 2-D the nearest neighbour,
+    then the k from :func:`second_neighbours`). Returns ``slope [B, Q, Dx, Dy]`` (average
+    of the valid estimates) and ``flag [B, Q]`` (1.0 if any of the k estimates was invalid).
     """
-    xn, yn = _gather(x, idx), _gather(y, idx)  # [B, L, m, Dx], [B, L, m, Dy]
-    dx = x[:, :, None, :] - xn
-    dy = y[:, :, None, :] - yn
+    xn, yn = _gather(x, idx), _gather(y, idx)  # [B, Q, m, Dx], [B, Q, m, Dy]
+    dx = xq[:, :, None, :] - xn
+    dy = yq[:, :, None, :] - yn
     if dim_x == 1:
-        dx1 = dx[..., 0]  # [B, L, k]
+        dx1 = dx[..., 0]  # [B, Q, k]
         ok = found & (tf.abs(dx1) > min_dx)
-        est = dy / tf.where(ok, dx1, 1.0)[..., None]  # [B, L, k, Dy]
-        est = est[:, :, :, None, :]  # [B, L, k, 1, Dy]
+        est = dy / tf.where(ok, dx1, 1.0)[..., None]  # [B, Q, k, Dy]
+        est = est[:, :, :, None, :]  # [B, Q, k, 1, Dy]
     else:
-        a, b = dx[:, :, :1], dx[:, :, 1:]  # nearest vs the (r+1)-th nearest: [B, L, 1|k, 2]
+        a, b = dx[:, :, :1], dx[:, :, 1:]  # nearest vs the (r+1)-th nearest: [B, Q, 1|k, 2]
         ya, yb = dy[:, :, :1], dy[:, :, 1:]
-        det = a[..., 0:1] * b[..., 1:2] - a[..., 1:2] * b[..., 0:1]  # [B, L, k, 1]
+        det = a[..., 0:1] * b[..., 1:2] - a[..., 1:2] * b[..., 0:1]  # [B, Q, k, 1]
         na = tf.norm(a, axis=-1, keepdims=True)
         nb = tf.norm(b, axis=-1, keepdims=True)
         ok = (found[..., :1] & found[..., 1:] & (na[..., 0] > min_dx) & (nb[..., 0] > min_dx)
               & (tf.abs(det[..., 0]) > min_sin * na[..., 0] * nb[..., 0]))
         safe = tf.where(ok[..., None], det, 1.0)
-        g0 = (b[..., 1:2] * ya - a[..., 1:2] * yb) / safe  # [B, L, k, Dy]
+        g0 = (b[..., 1:2] * ya - a[..., 1:2] * yb) / safe  # [B, Q, k, Dy]
         g1 = (a[..., 0:1] * yb - b[..., 0:1] * ya) / safe
-        est = tf.stack([g0, g1], -2)  # [B, L, k, 2, Dy]
+        est = tf.stack([g0, g1], -2)  # [B, Q, k, 2, Dy]
     ok = ok & tf.reduce_all(tf.abs(est) <= max_slope, axis=[-2, -1])
     w = tf.cast(ok, x.dtype)
     count = tf.reduce_sum(w, -1)
@@ -236,6 +250,60 @@ class LocalTaylor:
         return self.dim_x + f["x"] + f["seen"], self.dim_y + f["own"]
 
     # ------------------------------------------------------------------ features
+    def neighbours(self, xq, x, allowed):
+        """``idx``/``found [B, Q, m]``: the seen neighbours in ``x [B, L, Dx]`` of the points
+        ``xq [B, Q, Dx]`` (``allowed [B, Q, L]``): the ``k`` nearest (1-D), or the nearest
+        then the ``k`` of :func:`second_neighbours` (2-D)."""
+        sq = tf.reduce_sum(tf.square(xq[:, :, None, :] - x[:, None, :, :]), -1)  # [B, Q, L]
+        if self.dim_x == 1:
+            return nearest(sq, allowed, self.k)
+        idx, found = nearest(sq, allowed, 1)
+        idx2, found2 = second_neighbours(xq, x, allowed, idx[..., 0], found[..., 0], self.k, self.min_sin)
+        return tf.concat([idx, idx2], -1), tf.concat([found, found2], -1)
+
+    def slopes(self, xq, yq, x, y, idx, found):
+        """Slope and blow-up flag at the points ``(xq, yq)`` (see :func:`slope_estimates`)."""
+        return slope_estimates(xq, yq, x, y, idx, found, self.dim_x, self.k, self.min_dx,
+                               self.max_slope, self.min_sin)
+
+    def seen_terms(self, xq, x, y, slope, flag, nb, has):
+        """What the points ``xq [B, Q, Dx]`` get from their nearest seen neighbour ``nb [B, Q]``
+        (``has``: one was found) in the sequence ``x``, ``y`` with per-point ``slope``,
+        ``flag``: functions of x and of already-seen y only, known before the points' own y.
+
+        Keys: ``idx``, ``found``, ``y_n``, ``slope_n``, ``flag_n``, ``mean [B, Q, Dy]`` (the
+        Taylor term) and the groups ``x``, ``seen`` ``[B, Q, F]``.
+        """
+        hasf = tf.cast(has, tf.float32)[..., None]
+        x_n = tf.where(has[..., None], tf.gather(x, nb, batch_dims=1), xq)
+        y_n = tf.gather(y, nb, batch_dims=1) * hasf
+        dx = xq - x_n
+        slope_n = tf.gather(slope, nb, batch_dims=1) * hasf[..., None]
+        flag_n = tf.where(has, tf.gather(flag, nb, batch_dims=1), 1.0)
+        mean = y_n
+        if self.p == 1:
+            mean = mean + tf.reduce_sum(dx[..., :, None] * slope_n, -2)
+        out = {"mean": mean, "idx": nb, "found": has, "y_n": y_n, "slope_n": slope_n, "flag_n": flag_n}
+        if self.q == 1:
+            out["x"] = tf.concat([x_n, dx, 1.0 - hasf], -1)
+            out["seen"] = tf.concat([y_n, self._flat(slope_n), flag_n[..., None]], -1)
+        else:
+            out["x"] = out["seen"] = xq[..., :0]
+        return out
+
+    def own_group(self, yq, y_n, has, slope, flag):
+        """The ``own`` group ``[B, Q, Fo]`` of points with values ``yq``: ``(y - y_n)``, the
+        slope and its flag at the point (empty with ``q = 0``)."""
+        if self.q == 0:
+            return yq[..., :0]
+        hasf = tf.cast(has, tf.float32)[..., None]
+        return tf.concat([(yq - y_n) * hasf, self._flat(slope), flag[..., None]], -1)
+
+    def _flat(self, slope):
+        """``[B, Q, Dx, Dy] -> [B, Q, Dx * Dy]``."""
+        shape = tf.shape(slope)
+        return tf.reshape(slope, [shape[0], shape[1], self.dim_x * self.dim_y])
+
     def neighbour_terms(self, batch, causal):
         """Everything computed from the nearest seen neighbours (dict of tensors).
 
@@ -244,42 +312,12 @@ class LocalTaylor:
         ``found`` (nearest neighbour), ``y_n``, ``slope [B, L, Dx, Dy]``, ``slope_n``,
         ``flag``, ``flag_n`` (for tests and plots).
         """
-        xc, xt = tf.cast(batch["xc"], tf.float32), tf.cast(batch["xt"], tf.float32)
-        x = tf.concat([xc, xt], 1)
-        y = tf.cast(tf.concat([batch["yc"], batch["yt"]], 1), tf.float32)
-        valid = tf.concat([batch["mask_c"], batch["mask_t"]], 1) > 0.5
-        nc = tf.shape(xc)[1]
-        sq = tf.reduce_sum(tf.square(x[:, :, None, :] - x[:, None, :, :]), -1)  # [B, L, L]
-        allowed = allowed_neighbours(valid, nc, causal)
-        if self.dim_x == 1:
-            idx, found = nearest(sq, allowed, self.k)
-        else:
-            idx, found = nearest(sq, allowed, 1)
-            idx2, found2 = second_neighbours(x, allowed, idx[..., 0], found[..., 0], self.k, self.min_sin)
-            idx, found = tf.concat([idx, idx2], -1), tf.concat([found, found2], -1)
-        nb, has = idx[..., 0], found[..., 0]
-        hasf = tf.cast(has, tf.float32)[..., None]
-        x_n = tf.where(has[..., None], tf.gather(x, nb, batch_dims=1), x)
-        y_n = tf.gather(y, nb, batch_dims=1) * hasf
-        dx = x - x_n
-        slope, flag = slope_estimates(x, y, idx, found, self.dim_x, self.k, self.min_dx,
-                                      self.max_slope, self.min_sin)
-        slope_n = tf.gather(slope, nb, batch_dims=1) * hasf[..., None]
-        flag_n = tf.where(has, tf.gather(flag, nb, batch_dims=1), 1.0)
-        mean = y_n
-        if self.p == 1:
-            mean = mean + tf.reduce_sum(dx[..., :, None] * slope_n, -2)
-        shape = tf.shape(x)
-        flat = lambda s: tf.reshape(s, [shape[0], shape[1], self.dim_x * self.dim_y])  # noqa: E731
-        out = {"mean": mean, "idx": nb, "found": has, "y_n": y_n, "slope": slope,
-               "slope_n": slope_n, "flag": flag, "flag_n": flag_n}
-        if self.q == 1:
-            out["x"] = tf.concat([x_n, dx, 1.0 - hasf], -1)
-            out["seen"] = tf.concat([y_n, flat(slope_n), flag_n[..., None]], -1)
-            out["own"] = tf.concat([(y - y_n) * hasf, flat(slope), flag[..., None]], -1)
-        else:
-            empty = tf.zeros(tf.concat([shape[:2], [0]], 0))
-            out["x"] = out["seen"] = out["own"] = empty
+        x, y, valid = sequence(batch)
+        allowed = allowed_neighbours(valid, tf.shape(batch["xc"])[1], causal)
+        idx, found = self.neighbours(x, x, allowed)
+        slope, flag = self.slopes(x, y, x, y, idx, found)
+        out = self.seen_terms(x, x, y, slope, flag, idx[..., 0], found[..., 0])
+        out.update(slope=slope, flag=flag, own=self.own_group(y, out["y_n"], found[..., 0], slope, flag))
         return out
 
     def features(self, batch, causal=False):
@@ -288,6 +326,53 @@ class LocalTaylor:
         nc = tf.shape(batch["xc"])[1]
         return LocalTaylorFeatures(x=f["x"], seen=f["seen"], own=f["own"], mean_t=f["mean"][:, nc:],
                                    num_context=nc)
+
+    # ------------------------------------------------------------------ cached decoding
+    def start_cache(self, batch):
+        """Start incremental decoding (:mod:`taylorformer.decoding`) of ``batch``: context and
+        targets in generation order (the targets' y are not read).
+
+        Returns ``(state, features)``: ``state`` holds ``x [B, L, Dx]``, ``y [B, L, Dy]``
+        (the context's; targets' filled in as they are drawn), ``valid [B, L]`` and the
+        per-point ``slope``/``flag`` over the sequence (L = Nc + Nt); ``features``: the
+        :class:`LocalTaylorFeatures` of the context (which sees the context only).
+        """
+        context = decoding.context_only(batch)
+        terms = self.neighbour_terms(context, causal=True)
+        x, _, valid = sequence(batch)
+        nt = tf.shape(batch["xt"])[1]
+        pad = lambda v: decoding.pad_slots(v, nt)  # noqa: E731
+        state = {"x": x, "y": pad(tf.cast(batch["yc"], tf.float32)), "valid": valid,
+                 "slope": pad(terms["slope"]), "flag": pad(terms["flag"])}
+        return state, self.features(context, causal=True)
+
+    def query_features(self, state, index):
+        """Features of sequence point ``index`` (scalar int32, a target) before its y is
+        drawn: its neighbours among the real points before it. Returns ``(features,
+        pending)``: a :class:`LocalTaylorFeatures` of one target (groups ``[B, 1, F]``,
+        ``own`` zero, ``num_context`` 0) and what :meth:`append` needs."""
+        x = state["x"]
+        xq = tf.gather(x, index[None], axis=1)  # [B, 1, Dx]
+        before = tf.range(tf.shape(x)[1]) < index
+        allowed = state["valid"][:, None, :] & before[None, None, :]
+        idx, found = self.neighbours(xq, x, allowed)
+        terms = self.seen_terms(xq, x, state["y"], state["slope"], state["flag"], idx[..., 0], found[..., 0])
+        own = tf.zeros_like(self.own_group(tf.zeros_like(terms["y_n"]), terms["y_n"], found[..., 0],
+                                           terms["slope_n"], terms["flag_n"]))
+        features = LocalTaylorFeatures(x=terms["x"], seen=terms["seen"], own=own,
+                                       mean_t=terms["mean"], num_context=0)
+        return features, {"idx": idx, "found": found, "y_n": terms["y_n"]}
+
+    def append(self, state, index, y, features, pending):
+        """Point ``index`` took the value ``y [B, 1, Dy]``: returns ``(state, features)`` with
+        its y, slope and flag stored and ``features.own`` filled in."""
+        xq = tf.gather(state["x"], index[None], axis=1)
+        slope, flag = self.slopes(xq, y, state["x"], state["y"], pending["idx"], pending["found"])
+        own = self.own_group(y, pending["y_n"], pending["found"][..., 0], slope, flag)
+        state = {**state, "y": decoding.write_at(state["y"], index, y),
+                 "slope": decoding.write_at(state["slope"], index, slope),
+                 "flag": decoding.write_at(state["flag"], index, flag)}
+        return state, features._replace(own=own)
 
     def fold(self, batch, features):
         """``batch`` with ``x' = [x, x-group, seen-group]``, ``y' = [y, own-group]``."""

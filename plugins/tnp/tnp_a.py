@@ -7,12 +7,14 @@ real targets < i; predictions are read from the zero-y copies. Zero-y copies are
 keys, so each layer computes (Nc + 2Nt) x (Nc + Nt) scores. Pre-norm residual layers (as
 the ``transformer``/TNP-D encoder). The encoder is *causal* (``causal = True``): one
 teacher-forced pass gives every conditional of the chain rule. With a LocalTaylor wrapper
-its features are folded into x and y (generic wrapping).
+its features are folded into x and y (generic wrapping). Cached decoding
+(:mod:`taylorformer.decoding`): per layer a key/value cache of the context and real
+target tokens; a sampling step runs the new target's zero-y copy, then its real copy.
 """
 import keras
 import tensorflow as tf
 
-from taylorformer import components
+from taylorformer import components, decoding
 from taylorformer.layers import MLP
 from taylorformer.checks import check_int, check_number
 
@@ -72,6 +74,55 @@ class TNPAEncoder(keras.layers.Layer):
                               training=training)
             h = h + self.drop(ffn(norm2(h)), training=training)
         return self.norm_out(h[:, nc + nt:])
+
+    # ------------------------------------------------------------------ cached decoding
+    # (protocol: taylorformer.decoding). The cache holds each layer's key/value heads of
+    # the context and real target tokens (slots [0, Nc + Nt)); step t runs target t's
+    # zero-y copy against the slots before nc + t, then (after the draw) its real copy,
+    # which writes its own slot first and attends to the slots up to and including it.
+    def _token_layers(self, h, cache, length, index=None):
+        """Tokens ``h [B, n, width]`` through every layer against ``cache`` (first ``length``
+        slots); with ``index``, each layer first writes the tokens' keys/values at ``index``.
+        Returns ``(h, cache layers)``."""
+        layers = []
+        for attn, norm1, norm2, ffn, kv in zip(self.attn, self.norm1, self.norm2, self.ffn, cache["layers"]):
+            q = norm1(h)
+            if index is not None:
+                kv = kv.write(index, *attn.key_value_heads(q))
+            h = h + attn.attend_cache(q, kv, length, key_mask=cache["key_mask"])
+            h = h + ffn(norm2(h))
+            layers.append(kv)
+        return h, layers
+
+    def _embed(self, batch, flag):
+        """Tokens ``MLP([x, y, flag])`` of the target points of ``batch``."""
+        xt, yt = tf.cast(batch["xt"], tf.float32), tf.cast(batch["yt"], tf.float32)
+        return self.embed(tf.concat([xt, yt, tf.fill(tf.shape(yt[..., :1]), float(flag))], -1))
+
+    def start_cache(self, batch, features=None):
+        """Cache with the context tokens' keys/values in every layer."""
+        nc, nt = tf.shape(batch["xc"])[1], batch["mask_t"].shape[1]
+        xc, yc = tf.cast(batch["xc"], tf.float32), tf.cast(batch["yc"], tf.float32)
+        h = self.embed(tf.concat([xc, yc, tf.zeros_like(yc[..., :1])], -1))
+        cache = {"key_mask": tf.concat([batch["mask_c"], batch["mask_t"]], 1), "layers": []}
+        for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
+            q = norm1(h)
+            kv = decoding.KeyValueCache.start(*attn.key_value_heads(q), nt)
+            h = h + attn.attend_cache(q, kv, nc, key_mask=cache["key_mask"])
+            h = h + ffn(norm2(h))
+            cache["layers"].append(kv)
+        return cache
+
+    def cached_query(self, cache, point, index, features=None):
+        """Representation ``[B, 1, width]`` of the zero-y copy of the target in ``point``."""
+        h, _ = self._token_layers(self._embed({**point, "yt": tf.zeros_like(point["yt"])}, 1.0),
+                                  cache, index)
+        return self.norm_out(h), {}
+
+    def cached_append(self, cache, point, index, pending, features=None):
+        """``cache`` with the real copy of ``point`` (its y drawn) in slot ``index``."""
+        _, layers = self._token_layers(self._embed(point, 0.0), cache, index + 1, index=index)
+        return {**cache, "layers": layers}
 
     def get_config(self):
         return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,

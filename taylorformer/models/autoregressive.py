@@ -8,14 +8,19 @@ the parameters of every conditional, ``[B, Nt, ...]``; so
 ``taylorformer.loglik(model, batch)`` is the teacher-forced chain-rule log-likelihood.
 
 :meth:`AutoregressiveNP.sample` draws joint samples step by step from exactly those
-conditionals: step t runs the same forward pass with the targets before t filled with
-the values already drawn (the causal mask makes the values at t and after irrelevant)
-and samples target t from the returned parameters. Cost: Nt forward passes. Target
-orders (``order="random"``) come from :mod:`taylorformer.target_order`.
+conditionals. By default (``cache=True``) it decodes incrementally
+(:mod:`taylorformer.decoding`): the context runs once through every layer, then step t
+runs only target t's token, attending to the cached keys/values of the context and of
+the targets before t, so a step costs O(Nc + Nt) instead of a full O((Nc + Nt)^2) pass.
+``cache=False`` keeps the reference: step t runs the whole teacher-forced pass with the
+targets before t filled with the values already drawn (the causal mask makes the values
+at t and after irrelevant). Both give the same samples for the same seed (tested).
+Target orders (``order="random"``) come from :mod:`taylorformer.target_order`.
 """
 import keras
 import tensorflow as tf
 
+from taylorformer import decoding
 from taylorformer.errors import SpecError
 from taylorformer.models.base import NeuralProcess
 from taylorformer.target_order import gather_targets, random_orders, seed_pair, tile_batch
@@ -38,6 +43,7 @@ class AutoregressiveNP(NeuralProcess):
                 "model needs an encoder where target i sees only the context and targets before i, "
                 "e.g. 'taylorformer' or 'tnp-a'; use kind 'conditional' for this encoder")
         self._step_fn = None
+        self._cached_fns = {}  # jit_compile -> the tf.function of _decode_cached
 
     def teacher_forced_distribution(self, batch, training=False):
         """The conditionals p(yt_i | xt_i, context, yt_<i) given the TRUE earlier targets
@@ -54,16 +60,104 @@ class AutoregressiveNP(NeuralProcess):
             "model.teacher_forced_distribution(batch)")
 
     # ------------------------------------------------------------------ sampling
-    def _sample_step(self, batch, yt, t, seed):
+    def _encoder_inputs(self, batch, features):
+        """What the encoder gets for ``batch``: ``(batch, keyword args)`` (the wrapper's
+        features folded in, or handed over, or none)."""
+        if self.wrapper is None:
+            return batch, {}
+        if self._fold:
+            return self.wrapper.fold(batch, features), {}
+        return batch, {"features": features}
+
+    def _draw(self, params, seed, step):
+        """Draw the targets of one step from ``params`` ``[R, ...]`` -> float32 ``[R, Dy]``."""
+        step_seed = tf.random.experimental.stateless_fold_in(seed, step)
+        return tf.cast(self.likelihood.distribution(params).sample(seed=step_seed), tf.float32)
+
+    def _decode_full(self, rows, seed):
+        """Reference decoding (``cache=False``): one teacher-forced pass per step with the
+        values drawn so far. ``rows`` in generation order; returns ``yt [R, Nt, Dy]`` and
+        the parameters each draw used (``[R, Nt, ...]``)."""
+        if self._step_fn is None:
+            # traced per concrete batch shape: static sizes keep attention on its dense path
+            self._step_fn = tf.function(self._full_step)
+        yt = tf.zeros_like(tf.cast(rows["yt"], tf.float32))
+        steps = []
+        for t in range(int(rows["xt"].shape[1])):
+            yt, at_t = self._step_fn(rows, yt, tf.constant(t, tf.int32), seed)
+            steps.append(at_t)
+        return yt, {key: tf.stack([s[key] for s in steps], 1) for key in steps[0]}
+
+    def _full_step(self, batch, yt, t, seed):
         """Draw target ``t`` of every row given ``yt[:, :t]``; returns (new yt, params at t)."""
         params = self({**batch, "yt": yt})
         at_t = {key: value[:, t] for key, value in params.items()}
-        draw = tf.cast(self.likelihood.distribution(at_t).sample(seed=seed), yt.dtype)  # [R, Dy]
-        hit = tf.equal(tf.range(tf.shape(yt)[1]), t)[None, :, None]
-        return tf.where(hit, draw[:, None, :], yt), at_t
+        draw = self._draw(at_t, seed, t)  # [R, Dy]
+        return decoding.write_at(yt, t, draw[:, None]), at_t
 
-    def sample(self, batch, num_samples=1, order="given", seed=None, return_info=False):
-        """Joint samples ``[S, B, Nt, Dy]`` drawn target by target (eager).
+    def _check_cacheable(self):
+        """A clear error when the encoder or wrapper has no cached decoding."""
+        for part, methods in ((self.encoder, decoding.ENCODER_METHODS), (self.wrapper, decoding.WRAPPER_METHODS)):
+            missing = [m for m in methods if part is not None and not hasattr(part, m)]
+            if missing:
+                raise SpecError(f"sample: {type(part).__name__} has no cached decoding (missing "
+                                f"{', '.join(missing)}; see taylorformer.decoding): sample with cache=False")
+
+    def _decode_cached(self, rows, seed):
+        """Incremental decoding (``cache=True``, :mod:`taylorformer.decoding`): the context
+        once through every layer, then per step target t's token only, against the cached
+        keys/values of the context and the targets before t. Same contract as
+        :meth:`_decode_full`. Two nested ``tf.while_loop``s: blocks of C steps (the caches'
+        recent blocks, :func:`~taylorformer.decoding.recent_slots`), settled after each."""
+        nc, nt = int(rows["xc"].shape[1]), int(rows["xt"].shape[1])
+        wrapper_state = features = None
+        if self.wrapper is not None:
+            wrapper_state, features = self.wrapper.start_cache(rows)
+        batch, kwargs = self._encoder_inputs(decoding.context_only(rows), features)
+        cache = self.encoder.start_cache({**batch, "mask_t": rows["mask_t"]}, **kwargs)
+        keys = sorted(self.likelihood.parameters(tf.zeros([1, 1, self.likelihood.num_params(self.dim_y)])))
+
+        def step(t, yt, cache, wrapper_state, arrays):
+            """Draw target t and store it in the caches."""
+            index = nc + t
+            point = decoding.one_target(rows, t)
+            features = pending_wrapper = None
+            if self.wrapper is not None:
+                features, pending_wrapper = self.wrapper.query_features(wrapper_state, index)
+            batch, kwargs = self._encoder_inputs(point, features)
+            rep, pending = self.encoder.cached_query(cache, batch, index, **kwargs)
+            params = self.likelihood.parameters(self.head(rep))
+            if self.wrapper is not None:
+                params = self.wrapper.adjust(params, features)
+            at_t = {key: value[:, 0] for key, value in params.items()}
+            drawn = self._draw(at_t, seed, t)[:, None]  # [R, 1, Dy]
+            point = {**point, "yt": drawn}
+            if self.wrapper is not None:
+                wrapper_state, features = self.wrapper.append(wrapper_state, index, drawn, features,
+                                                              pending_wrapper)
+            batch, kwargs = self._encoder_inputs(point, features)
+            cache = self.encoder.cached_append(cache, batch, index, pending, **kwargs)
+            arrays = {key: arrays[key].write(t, at_t[key]) for key in keys}
+            return t + 1, decoding.write_at(yt, t, drawn), cache, wrapper_state, arrays
+
+        block = decoding.recent_slots(nt)
+
+        def steps_of_block(i, yt, cache, wrapper_state, arrays):
+            stop = tf.minimum((i + 1) * block, nt)
+            _, yt, cache, wrapper_state, arrays = tf.while_loop(
+                lambda t, *_: t < stop, step, (i * block, yt, cache, wrapper_state, arrays))
+            return i + 1, yt, decoding.settle_all(cache), wrapper_state, arrays
+
+        state = (tf.constant(0), tf.zeros_like(tf.cast(rows["yt"], tf.float32)), cache,
+                 {} if wrapper_state is None else wrapper_state,  # no None in a loop state
+                 {key: tf.TensorArray(tf.float32, size=nt) for key in keys})
+        _, yt, _, _, arrays = tf.while_loop(lambda i, *_: i < -(-nt // block), steps_of_block, state)
+        perm = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))  # noqa: E731
+        return yt, {key: perm(arrays[key].stack()) for key in keys}
+
+    def sample(self, batch, num_samples=1, order="given", seed=None, return_info=False, cache=True,
+               jit_compile=False):
+        """Joint samples ``[S, B, Nt, Dy]`` drawn target by target.
 
         ``order="given"`` conditions in the order of ``xt``; ``order="random"`` draws a
         fresh order per sample and task, generates in that order and puts the values back,
@@ -72,11 +166,21 @@ class AutoregressiveNP(NeuralProcess):
         ``(samples, info)``: ``info["params"]`` the conditional parameters each draw used
         (``[S, B, Nt, ...]``, aligned with ``xt``) and ``info["order"] [S, B, Nt]``: the
         generation order (``order[s, b, t]`` = index of the target drawn at step t).
+        ``cache=True`` decodes incrementally (:mod:`taylorformer.decoding`: each step runs
+        one token per layer against cached keys/values, one compiled loop); ``cache=False``
+        runs one full teacher-forced pass per step (the reference). Both give the same
+        samples for the same seed, to float tolerance. ``jit_compile=True`` compiles the
+        cached loop with XLA (faster on some machines, docs/benchmarks.md); XLA's
+        stateless random generator is another algorithm, so the same seed then gives
+        other draws (from the same conditionals).
         """
         if order not in ORDERS:
             raise SpecError(f"sample: order must be one of {ORDERS}, got {order!r}")
         if not isinstance(num_samples, int) or num_samples < 1:
             raise SpecError(f"sample: num_samples must be an int >= 1, got {num_samples!r}")
+        for name, flag in (("cache", cache), ("jit_compile", jit_compile)):
+            if not isinstance(flag, bool):
+                raise SpecError(f"sample: {name} must be a bool, got {flag!r}")
         batch = self.prepare(batch)
         batch = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
         b, nt = int(batch["xt"].shape[0]), int(batch["xt"].shape[1])
@@ -88,24 +192,21 @@ class AutoregressiveNP(NeuralProcess):
         else:
             gen_order = tf.tile(tf.range(nt)[None], [num_samples * b, 1])
         rows = gather_targets(rows, gen_order)
-        if self._step_fn is None:
-            # traced per concrete batch shape: static sizes keep attention on its dense path
-            self._step_fn = tf.function(self._sample_step)
-        yt = tf.zeros_like(tf.cast(rows["yt"], tf.float32))
-        steps = []
-        for t in range(nt):
-            step_seed = tf.random.experimental.stateless_fold_in(seed, t)
-            yt, at_t = self._step_fn(rows, yt, tf.constant(t, tf.int32), step_seed)
-            steps.append(at_t)
+        if cache:
+            self._check_cacheable()
+            if jit_compile not in self._cached_fns:  # traced per concrete batch shape
+                self._cached_fns[jit_compile] = tf.function(self._decode_cached, jit_compile=jit_compile)
+            yt, params = self._cached_fns[jit_compile](rows, seed)
+        else:
+            yt, params = self._decode_full(rows, seed)
         inverse = tf.argsort(gen_order, axis=1)
         yt = tf.gather(yt, inverse, batch_dims=1)
         mask = tf.tile(tf.cast(batch["mask_t"], yt.dtype), [num_samples, 1])[..., None]
         samples = tf.reshape(yt * mask, [num_samples, b, nt, -1])
         if not return_info:
             return samples
-        params = {}
-        for key in steps[0]:
-            stacked = tf.gather(tf.stack([s[key] for s in steps], 1), inverse, batch_dims=1)
-            params[key] = tf.reshape(stacked, [num_samples, b] + stacked.shape.as_list()[1:])
+        params = {key: tf.gather(value, inverse, batch_dims=1) for key, value in params.items()}
+        params = {key: tf.reshape(value, [num_samples, b] + value.shape.as_list()[1:])
+                  for key, value in params.items()}
         info = {"params": params, "order": tf.reshape(gen_order, [num_samples, b, nt])}
         return samples, info

@@ -9,6 +9,7 @@ Front door::
     out = tfm.predict(model, batch, num_samples=20)
     model.compile(optimizer="adamw"); model.fit(task.dataset("train", batch_size=16), ...)
     tfm.train("tnp-d", "gp", steps=2000)          # the CLI's run-directory training
+    tfm.replicate("taylorformer-gp-eq", budget="small")  # a published table row (docs/replication.md)
 
 The model classes are imported (and registered with Keras) with the package, so plain
 ``keras.models.load_model("m.keras")`` works after ``import taylorformer``; the other
@@ -74,6 +75,7 @@ _LAZY = {
     "train": "taylorformer.training",
     "Trainer": "taylorformer.training",
     "TrainConfig": "taylorformer.training",
+    "replicate": "taylorformer.replication",
 }
 
 __all__ = ["registry", "hookimpl", "__version__", "AutoregressiveNP", "ConditionalNP",

@@ -1,4 +1,4 @@
-"""The ``taylorformer`` command line: plugins, train, evaluate, plot, predict.
+"""The ``taylorformer`` command line: plugins, train, evaluate, plot, predict, replicate.
 
 A library error (and a bad file or value given by the user) is one line ``error: ...`` on
 stderr with exit code 2, as is a bad argument; any other exception is one line with exit
@@ -194,6 +194,65 @@ def _cmd_predict(args):
     return 0
 
 
+def budget(text):
+    """An argparse type: ``paper``, ``small`` or a number of training steps >= 1."""
+    if text in ("paper", "small"):
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be 'paper', 'small' or a number of steps >= 1, "
+                                         f"got {text!r}") from None
+
+
+def _cell(value, digits=4):
+    """A number of the results file (text) as a short table cell."""
+    try:
+        return f"{float(value):.{digits}g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _list_rows(args):
+    from taylorformer import replication
+
+    listed = replication.list_rows(args.results)
+    if args.json:
+        _print_json(listed)
+        return 0
+    table = [("ID", "PAPER", "TABLE", "DATASET / PROTOCOL", "MODEL", "METRIC", "PAPER VALUE", "OURS",
+              "BUDGET")]
+    for row in listed:
+        last = row["last"]
+        ours = "not run" if last is None else f"{_cell(last['value'])} +- {_cell(last['stderr'], 2)}"
+        error = "" if row["paper_error"] is None else f" +- {row['paper_error']:g}"
+        table.append((row["id"], row["paper"].split(" (")[0], row["table"], row["dataset"], row["model"],
+                      row["metric"], f"{row['paper_value']:g}{error}", ours,
+                      "" if last is None else f"{last['budget']} ({last['steps']} steps)"))
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
+    for r in table:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    print(f"\nOurs: the last line of {args.results} for each row ({len(listed)} rows).")
+    return 0
+
+
+def _cmd_replicate(args):
+    from taylorformer import replication
+
+    if args.list:
+        return _list_rows(args)
+    if args.row is None:
+        raise SpecError("replicate needs a ROW id, or --list to see them")
+    record = replication.replicate(
+        args.row, budget=args.budget, out=args.out, results=args.results, eval_tasks=args.eval_tasks,
+        task_config=_json_arg(args.task_config, "--task-config"),
+        jit_compile="auto" if args.xla is None else args.xla, verbose=1 if sys.stdout.isatty() else 2)
+    print(f"run directory: {record['out_dir']}")
+    print(replication.comparison(replication.get_row(args.row), record))
+    print(f"recorded in {args.results}")
+    return 0
+
+
 def build_parser():
     from taylorformer import __version__
 
@@ -301,6 +360,32 @@ def build_parser():
     p.add_argument("--y-columns", type=_names, help="CSV output columns of the context, comma-separated")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_predict)
+
+    from taylorformer.replication import DEFAULT_RESULTS
+
+    p = command("replicate", help="train and evaluate a published table row; --list shows the rows",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Train ROW with its paper's protocol (model, optimiser, steps, batch) into a "
+                            "run directory,\nevaluate its metric on the paper's evaluation set, print "
+                            "the paper's value against ours\n(mean +- standard error over tasks) and "
+                            "append the result to the results file.\nThe same --out again resumes an "
+                            "unfinished run (a finished one is evaluated again).",
+                epilog="Budgets: paper (the paper's steps and evaluation size), small (a documented "
+                       "fraction that\nfinishes in about 10 minutes on a laptop CPU), or a number of "
+                       "steps (small evaluation).\nRows and their protocols: docs/replication.md.")
+    p.add_argument("row", nargs="?", help="row id (see --list)")
+    p.add_argument("--list", action="store_true", help="list the rows with our last recorded values")
+    p.add_argument("--json", action="store_true", help="with --list: every field of every row as JSON")
+    p.add_argument("--budget", type=budget, default="small", help="paper, small (default) or N_STEPS")
+    p.add_argument("--out", help="run directory (default runs/replicate/RUN-BUDGET); an existing run "
+                   "of the row resumes")
+    p.add_argument("--results", default=DEFAULT_RESULTS, help=f"results CSV (default {DEFAULT_RESULTS})")
+    p.add_argument("--eval-tasks", type=positive_int, help="evaluate on this many tasks instead")
+    p.add_argument("--task-config", help="task options to add, as JSON or a JSON/YAML file (e.g. a "
+                   "local data path); recorded with the result")
+    p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
+                   help="compile the train step with XLA (default: on without a distribution strategy)")
+    p.set_defaults(func=_cmd_replicate)
     return parser
 
 

@@ -6,7 +6,8 @@ Each hook receives a ``register`` callback::
 
 ``name`` is the registry name (lower-case, dashes), ``obj`` the component (a class for
 attention, encoder, wrapper and likelihood; a class or a ``functools.partial`` of one
-for a task; a spec dict for a model preset), ``description`` a one-line summary
+for a task; a spec dict for a model preset; a
+``taylorformer.replication.Row`` for an experiment), ``description`` a one-line summary
 (defaults to the first docstring line), ``aliases`` a list of extra names, and
 ``override=True`` replaces the component another plugin registered under that
 canonical name. Names and aliases share one namespace per kind: one that is already
@@ -51,6 +52,12 @@ def register_models(register):
     """Register model presets: name -> spec dict (kind ``model``)."""
 
 
+@hookspec
+def register_experiments(register):
+    """Register published table rows to replicate: id -> :class:`taylorformer.replication.Row`
+    (kind ``experiment``; ``taylorformer.replication.register_rows`` registers a list)."""
+
+
 #: hook name -> registry kind
 HOOK_KINDS = {
     "register_attention": "attention",
@@ -59,5 +66,6 @@ HOOK_KINDS = {
     "register_likelihoods": "likelihood",
     "register_tasks": "task",
     "register_models": "model",
+    "register_experiments": "experiment",
 }
 KINDS = tuple(HOOK_KINDS.values())

@@ -119,6 +119,10 @@ def _type_problem(kind, obj):
     """What is wrong with ``obj`` as a component of ``kind`` (``None`` when it fits)."""
     if kind == "model":
         return None if isinstance(obj, dict) else "a model preset must be a spec dict"
+    if kind == "experiment":
+        from taylorformer.replication import Row  # imports the registry: import it here
+
+        return None if isinstance(obj, Row) else "an experiment must be a taylorformer.replication.Row"
     if kind == "task":
         cls = obj.func if isinstance(obj, functools.partial) else obj
         return None if isinstance(cls, type) else "a task must be a class or a functools.partial of one"

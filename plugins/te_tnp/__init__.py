@@ -7,8 +7,10 @@ itself uses the TNP family's ``transformer`` encoder with ``embed_x=False``. A f
 folder is what a third-party NP family looks like: copy its shape.
 """
 from taylorformer.hookspecs import hookimpl
+from taylorformer.replication import register_rows
 
 from .attention import TEAttention
+from .experiments import ROWS
 from .presets import TE_PT_TNP, TE_TNP
 from .pseudo_tokens import PseudoTokenEncoder
 
@@ -29,3 +31,8 @@ def register_encoders(register):
 def register_models(register):
     register("te-tnp", TE_TNP)
     register("te-pt-tnp", TE_PT_TNP)
+
+
+@hookimpl
+def register_experiments(register):
+    register_rows(register, ROWS)

@@ -1,0 +1,498 @@
+"""Replication of published table rows: one registered row per number a paper reports.
+
+A :class:`Row` (registry kind ``experiment``, hook ``register_experiments``) holds
+everything needed to reproduce one published number: the paper, table and protocol, the
+model (a preset plus spec overrides), the task (a registered name plus config), the
+paper's training protocol (:class:`Training`), the evaluation protocol
+(:class:`Evaluation`), the metric and the paper's value, the ``small`` budget
+(:class:`SmallBudget`: a documented fraction of the training that finishes in about 10
+minutes on a laptop CPU) and notes on every place where the paper is silent. Each model
+family's plugin registers its own papers' rows (``plugins/<family>/experiments.py``); a
+third-party plugin adds rows the same way::
+
+    from taylorformer.hookspecs import hookimpl
+    from taylorformer.replication import register_rows
+
+    @hookimpl
+    def register_experiments(register):
+        register_rows(register, MY_ROWS)
+
+:func:`replicate` trains a row into a run directory (through
+:func:`taylorformer.training.train`; calling it again with the same ``out`` resumes or
+finishes that run), evaluates exactly the row's protocol, and appends one line to a
+results CSV (:data:`RESULT_COLUMNS`, written atomically). Rows that share ``run`` (e.g. the
+NLL and the MSE of one forecasting model) share one training run. :func:`list_rows` gives
+the rows with the last value recorded for each.
+
+Metrics (:data:`METRICS`) are computed per task and summarised as the mean and its
+standard error over tasks: ``loglik`` (mean log-likelihood per target point,
+:func:`taylorformer.inference.loglik`; teacher-forced for autoregressive models), ``nll``
+(its negative) and ``mse`` (mean squared error of the predictive mean per target point;
+for autoregressive models the teacher-forced one-step mean, the Taylorformer paper's MSE).
+"""
+import csv
+import dataclasses
+import fcntl
+import io
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import time
+
+from taylorformer import registry
+from taylorformer.checks import check_choice, check_int, check_number
+from taylorformer.errors import RunDirectoryError, SpecError
+from taylorformer.run_dir import RunDirectory, atomic_write_text
+
+#: metric name -> (higher is better, description)
+METRICS = {
+    "loglik": (True, "log-likelihood per target point"),
+    "nll": (False, "negative log-likelihood per target point"),
+    "mse": (False, "mean squared error of the predictive mean per target point"),
+}
+OPTIMIZERS = ("adam", "adamw")
+SCHEDULES = ("constant", "cosine")
+BUDGETS = ("paper", "small")
+#: most validation batches per validation under a budget other than ``paper``
+SMALL_VAL_BATCHES = 8
+#: most validations in a run under a budget other than ``paper``, and their least spacing
+SMALL_VALIDATIONS = 4
+MIN_VALIDATION_GAP = 50
+DEFAULT_ROOT = os.path.join("runs", "replicate")
+DEFAULT_RESULTS = os.path.join(DEFAULT_ROOT, "results.csv")
+RESULT_COLUMNS = ("row", "budget", "steps", "metric", "value", "stderr", "num_tasks", "paper_value",
+                  "paper_error", "device", "wall_s", "version", "commit", "command", "date", "out_dir")
+OWNER = "experiment"
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """The paper's training protocol. ``optimizer`` ``adam`` is AdamW with weight decay 0;
+    ``clip_norm`` is a global-norm clip (what :class:`taylorformer.training.TrainConfig`
+    offers; a paper's value clipping is recorded in the row's notes); ``schedule``
+    ``cosine`` decays from ``learning_rate`` to ``min_learning_rate`` at ``steps``;
+    ``num_permutations``: random target orders per task and step (autoregressive models);
+    the model evaluated is the checkpoint with the best validation log-likelihood."""
+
+    steps: int
+    batch_size: int
+    optimizer: str
+    learning_rate: float
+    schedule: str = "constant"
+    min_learning_rate: float = None
+    weight_decay: float = 0.0
+    clip_norm: float = 0.5
+    warmup_steps: int = 0
+    num_permutations: int = 0
+    val_every: int = 1000
+    val_batches: int = 8
+
+    def __post_init__(self):
+        owner = f"{OWNER} training"
+        for name in ("steps", "batch_size", "val_every", "val_batches"):
+            check_int(owner, name, getattr(self, name))
+        check_int(owner, "warmup_steps", self.warmup_steps, minimum=0, maximum=self.steps - 1)
+        check_int(owner, "num_permutations", self.num_permutations, minimum=0)
+        check_choice(owner, "optimizer", self.optimizer, OPTIMIZERS)
+        check_choice(owner, "schedule", self.schedule, SCHEDULES)
+        for name in ("learning_rate", "clip_norm"):
+            check_number(owner, name, getattr(self, name), low=0, low_open=True)
+        check_number(owner, "weight_decay", self.weight_decay, low=0)
+        if self.optimizer == "adam" and self.weight_decay:
+            raise SpecError(f"{owner} 'weight_decay' must be 0 with optimizer 'adam' (use 'adamw'), "
+                            f"got {self.weight_decay!r}")
+        check_number(owner, "min_learning_rate", self.min_learning_rate, low=0,
+                     optional=self.schedule == "constant")
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The evaluation protocol: ``num_tasks`` tasks (``None``: every task of the split, for
+    tasks with a finite split such as forecasting windows or test images) of ``split``,
+    ``batch_size`` at a time, on ``task`` (default: the row's task) with the row's task
+    config updated by ``task_config`` (e.g. a test-time shift)."""
+
+    num_tasks: int = None
+    split: str = "test"
+    batch_size: int = 16
+    task: str = None
+    task_config: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        owner = f"{OWNER} evaluation"
+        check_int(owner, "num_tasks", self.num_tasks, optional=True)
+        check_int(owner, "batch_size", self.batch_size)
+        check_choice(owner, "split", self.split, ("val", "test"))
+        if not isinstance(self.task_config, dict):
+            raise SpecError(f"{owner} 'task_config' must be a dict, got {self.task_config!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SmallBudget:
+    """The ``small`` budget: ``steps`` training steps and ``eval_tasks`` evaluation tasks,
+    sized to finish in about 10 minutes on a laptop CPU (``why`` says how it was sized)."""
+
+    steps: int
+    eval_tasks: int
+    why: str = ""
+
+    def __post_init__(self):
+        check_int(f"{OWNER} small budget", "steps", self.steps)
+        check_int(f"{OWNER} small budget", "eval_tasks", self.eval_tasks)
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One published number and the protocol that reproduces it (see the module docstring).
+
+    ``paper_error`` is the ``+-`` the paper prints next to ``paper_value`` and
+    ``paper_error_kind`` what it is (e.g. "std over 5 runs", "standard error"); ``run``
+    names the training run (rows with the same ``run`` share one; default ``id``)."""
+
+    id: str
+    paper: str
+    table: str
+    dataset: str
+    protocol: str
+    model: str
+    task: str
+    metric: str
+    paper_value: float
+    training: Training
+    evaluation: Evaluation
+    small: SmallBudget
+    paper_error: float = None
+    paper_error_kind: str = ""
+    model_overrides: dict = dataclasses.field(default_factory=dict)
+    task_config: dict = dataclasses.field(default_factory=dict)
+    run: str = None
+    notes: tuple = ()
+
+    def __post_init__(self):
+        if not (isinstance(self.id, str) and self.id and self.id == self.id.strip().lower()
+                and " " not in self.id):
+            raise SpecError(f"{OWNER} 'id' must be a non-empty lower-case name without spaces, got {self.id!r}")
+        owner = f"{OWNER} {self.id!r}"
+        check_choice(owner, "metric", self.metric, tuple(METRICS))
+        check_number(owner, "paper_value", self.paper_value)
+        check_number(owner, "paper_error", self.paper_error, low=0, optional=True)
+        for name, kind in (("training", Training), ("evaluation", Evaluation), ("small", SmallBudget)):
+            if not isinstance(getattr(self, name), kind):
+                raise SpecError(f"{owner} {name!r} must be a {kind.__name__}, got {getattr(self, name)!r}")
+        for name in ("model_overrides", "task_config"):
+            if not isinstance(getattr(self, name), dict):
+                raise SpecError(f"{owner} {name!r} must be a dict, got {getattr(self, name)!r}")
+        if self.small.steps > self.training.steps:
+            raise SpecError(f"{owner}: the small budget's {self.small.steps} steps exceed the "
+                            f"paper's {self.training.steps}")
+        if not isinstance(self.notes, tuple) or not all(isinstance(n, str) for n in self.notes):
+            raise SpecError(f"{owner} 'notes' must be a tuple of strings, got {self.notes!r}")
+
+    @property
+    def higher_is_better(self):
+        return METRICS[self.metric][0]
+
+    @property
+    def run_name(self):
+        return self.run or self.id
+
+    @property
+    def summary(self):
+        """One line: paper, table, dataset, model and the paper's value."""
+        return f"{self.paper} {self.table}: {self.dataset}, {self.model}, {self.metric} {format_value(self)}"
+
+    def model_spec(self):
+        """The model spec: the preset with the row's overrides."""
+        return {"preset": self.model, **self.model_overrides}
+
+    def eval_task(self):
+        """``(task name, task config)`` of the evaluation."""
+        return self.evaluation.task or self.task, {**self.task_config, **self.evaluation.task_config}
+
+
+def register_rows(register, rows):
+    """Register ``rows`` through a ``register_experiments`` hook's callback (description:
+    :attr:`Row.summary`)."""
+    for row in rows:
+        register(row.id, row, description=row.summary)
+
+
+def format_value(row):
+    """The paper's value as printed: ``4.13 +- 0.03``."""
+    return f"{row.paper_value:g}" + ("" if row.paper_error is None else f" +- {row.paper_error:g}")
+
+
+# ----------------------------------------------------------------------------- lookup
+def get_row(row_id):
+    """The registered row ``row_id`` (UnknownComponentError with close matches)."""
+    return registry.get("experiment", row_id)
+
+
+def rows():
+    """Every registered row, by id."""
+    return [registry.get("experiment", name) for name in registry.names("experiment")]
+
+
+
+# ----------------------------------------------------------------------------- budgets
+def budget_steps(row, budget):
+    """``(label, steps)`` of ``budget``: ``"paper"``, ``"small"`` or a number of steps
+    (an int, or its digits as a string); label ``paper``, ``small`` or ``N-steps``."""
+    if budget in BUDGETS:
+        return budget, row.training.steps if budget == "paper" else row.small.steps
+    if isinstance(budget, str) and budget.isdigit():
+        budget = int(budget)
+    if not (isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1):
+        raise SpecError(f"replicate 'budget' must be 'paper', 'small' or a number of steps >= 1, "
+                        f"got {budget!r}")
+    return f"{budget}-steps", budget
+
+
+def train_options(row, steps, paper_budget):
+    """:func:`taylorformer.training.train` options of ``row`` trained for ``steps``. The
+    warm-up scales with ``steps``; the cosine schedule decays over ``steps``. Outside the
+    paper budget a run validates at most :data:`SMALL_VALIDATIONS` times, at least
+    :data:`MIN_VALIDATION_GAP` steps apart, on at most :data:`SMALL_VAL_BATCHES` batches (one
+    in a run shorter than :data:`MIN_VALIDATION_GAP` steps), without TensorBoard logs."""
+    t = row.training
+    if paper_budget:
+        val_every, val_batches = t.val_every, t.val_batches
+    else:
+        val_every = max(MIN_VALIDATION_GAP, math.ceil(steps / SMALL_VALIDATIONS))
+        # a run shorter than one validation gap is a smoke test: one validation batch
+        val_batches = min(t.val_batches, SMALL_VAL_BATCHES if steps >= MIN_VALIDATION_GAP else 1)
+    val_every = min(val_every, t.val_every, steps)
+    options = {"steps": steps, "batch_size": t.batch_size, "learning_rate": t.learning_rate,
+               "schedule": t.schedule, "weight_decay": t.weight_decay, "clip_norm": t.clip_norm,
+               "warmup_steps": min(t.warmup_steps * steps // t.steps, steps - 1),
+               "num_permutations": t.num_permutations, "val_every": val_every,
+               "checkpoint_every": val_every, "val_batches": val_batches, "tensorboard": paper_budget}
+    if t.schedule == "cosine":
+        options["min_learning_rate"] = t.min_learning_rate
+    return options
+
+
+def default_out(row, budget_label):
+    """``runs/replicate/RUN-BUDGET``: rows sharing a run share its directory."""
+    return os.path.join(DEFAULT_ROOT, f"{row.run_name}-{budget_label}")
+
+
+# ----------------------------------------------------------------------------- metrics
+def metric_function(model, metric):
+    """A compiled ``batch -> [B]`` float64: ``metric`` (:data:`METRICS`) of each task of a
+    batch (``tf.function``: eager evaluation of a tiled attention would run its tile loop
+    in Python)."""
+    import tensorflow as tf
+
+    from taylorformer.batch import with_masks
+    from taylorformer.inference import loglik, masked_point_mean
+
+    @tf.function(reduce_retracing=True)
+    def per_task(batch):
+        if metric != "mse":
+            ll = loglik(model, batch)
+            return ll if metric == "loglik" else -ll
+        batch = with_masks(batch)
+        mean = tf.cast(model.distribution(batch).mean(), tf.float64)
+        sq_err = tf.reduce_mean((mean - tf.cast(batch["yt"], tf.float64)) ** 2, -1)
+        return masked_point_mean(sq_err, batch["mask_t"])
+
+    return per_task
+
+
+def task_values(model, task, metric, split="test", batch_size=16, num_tasks=None):
+    """float64 ``[n]``: ``metric`` (:data:`METRICS`) of each of the first ``num_tasks`` tasks
+    (``None``: every task) of ``split``, in batches of ``batch_size`` (of ``num_tasks`` where
+    fewer)."""
+    import numpy as np
+
+    if num_tasks is not None:
+        batch_size = min(batch_size, num_tasks)
+    num_batches = None if num_tasks is None else math.ceil(num_tasks / batch_size)
+    per_task = metric_function(model, metric)
+    values = [per_task(batch).numpy() for batch in task.dataset(split, batch_size=batch_size,
+                                                               num_batches=num_batches)]
+    if not values:
+        raise ValueError(f"task split {split!r} produced no tasks to evaluate")
+    values = np.concatenate(values)
+    return values if num_tasks is None else values[:num_tasks]
+
+
+def mean_stderr(values):
+    """``(mean, standard error)`` of ``values`` (stderr NaN for one value)."""
+    import numpy as np
+
+    values = np.asarray(values, np.float64)
+    stderr = values.std(ddof=1) / math.sqrt(values.size) if values.size > 1 else float("nan")
+    return float(values.mean()), float(stderr)
+
+
+# ----------------------------------------------------------------------------- provenance
+def device_name():
+    """The accelerator training ran on: ``GPU: NAME`` (each GPU), else ``CPU: MODEL (N cores)``."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        names = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
+        return "GPU: " + ", ".join(names)
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"CPU: {model} ({os.cpu_count()} cores)"
+
+
+def source_commit():
+    """``git describe`` of the checkout this package runs from (``-dirty`` with local
+    changes), or ``"unknown"`` for an installed package outside git."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "-C", here, "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def command_line(row_id, budget, out=None, results=None, eval_tasks=None, task_config=None, xla=None):
+    """The ``taylorformer replicate`` command that repeats a call."""
+    args = ["taylorformer", "replicate", row_id, "--budget", str(budget)]
+    for flag, value in (("--out", out), ("--results", results), ("--eval-tasks", eval_tasks)):
+        if value is not None:
+            args += [flag, str(value)]
+    if task_config:
+        args += ["--task-config", json.dumps(task_config, sort_keys=True)]
+    if xla is not None:
+        args.append("--xla" if xla else "--no-xla")
+    return shlex.join(args)
+
+
+# ----------------------------------------------------------------------------- results
+def read_results(path):
+    """The results CSV at ``path`` as a list of dicts (``[]`` when it does not exist);
+    a file whose header is not :data:`RESULT_COLUMNS` is a RunDirectoryError naming it."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if tuple(reader.fieldnames or ()) != RESULT_COLUMNS:
+            raise RunDirectoryError(f"results file {path} has columns {reader.fieldnames}, not the "
+                                    f"replication columns {list(RESULT_COLUMNS)}; pass another --results")
+        return list(reader)
+
+
+def append_result(path, record):
+    """Append ``record`` (a dict over :data:`RESULT_COLUMNS`) to the results CSV at ``path``,
+    atomically: the file is rewritten through a temporary file and renamed, under an
+    exclusive lock of its directory (two runs finishing at once both keep their line)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=RESULT_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(read_results(path) + [record])
+        atomic_write_text(path, buffer.getvalue())
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def last_results(path):
+    """row id -> the last line recorded for it in the results CSV at ``path``."""
+    return {line["row"]: line for line in read_results(path)}
+
+
+def list_rows(results=DEFAULT_RESULTS):
+    """Every registered row as a dict (its fields, ``higher_is_better`` and ``last``: the
+    last line recorded for it in ``results``, or None)."""
+    last = last_results(results)
+    return [{**dataclasses.asdict(row), "higher_is_better": row.higher_is_better, "last": last.get(row.id)}
+            for row in rows()]
+
+
+# ----------------------------------------------------------------------------- replicate
+def _resolve_out(row, out, budget_label):
+    """``(out_dir, resume)``: a directory holding a run resumes it; that run must be of the
+    row's task and task config (RunDirectoryError otherwise)."""
+    out = out or default_out(row, budget_label)
+    run = RunDirectory(out)
+    if not run.run_files():
+        return out, False
+    config = run.read_config()
+    saved = (config.get("task"), json.dumps(config.get("task_config"), sort_keys=True))
+    if saved != (row.task, json.dumps(row.task_config, sort_keys=True)):
+        raise RunDirectoryError(f"{out} holds a run of task {saved[0]!r} with config {saved[1]}, not "
+                                f"of row {row.id!r}; pass another --out")
+    return out, True
+
+
+def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_tasks=None,
+              task_config=None, jit_compile="auto", verbose=2, seed=0):
+    """Train and evaluate the registered row ``row_id``; returns the results record (dict).
+
+    ``budget``: ``"paper"`` (the paper's steps and evaluation size), ``"small"`` (the row's
+    :class:`SmallBudget`) or a number of steps (evaluated on the small budget's tasks).
+    ``out``: the run directory (default ``runs/replicate/RUN-BUDGET``); one holding this
+    row's run resumes it (and a finished run is only evaluated again). ``eval_tasks``
+    overrides the number of evaluation tasks; ``task_config`` updates the task config of
+    training and evaluation (e.g. a local ``path`` or image ``source``): both are recorded
+    in the results' command. The record is appended to the CSV ``results`` (None: not
+    recorded).
+    """
+    from taylorformer import __version__, runs, training
+
+    row = get_row(row_id)
+    label, steps = budget_steps(row, budget)
+    check_int("replicate", "eval_tasks", eval_tasks, optional=True)
+    if task_config is not None and not isinstance(task_config, dict):
+        raise SpecError(f"replicate 'task_config' must be a dict, got {task_config!r}")
+    if results is not None:
+        read_results(results)  # a wrong results file fails before any training
+    extra = dict(task_config or {})
+    if extra:
+        row = dataclasses.replace(row, task_config={**row.task_config, **extra})
+    out_dir, resume = _resolve_out(row, out, label)
+    started = time.time()
+    if resume:
+        training.train(resume=out_dir, steps=steps, verbose=verbose)
+    else:
+        training.train(model=row.model_spec(), task=row.task, task_config=row.task_config, out_dir=out_dir,
+                       verbose=verbose, seed=seed, jit_compile=jit_compile,
+                       **train_options(row, steps, label == "paper"))
+    eval_name, eval_config = row.eval_task()
+    num_tasks = eval_tasks or (row.evaluation.num_tasks if label == "paper" else
+                               min(row.small.eval_tasks, row.evaluation.num_tasks or row.small.eval_tasks))
+    model, task, _ = runs.load_run(out_dir, "best", task=eval_name, task_config=eval_config)
+    values = task_values(model, task, row.metric, split=row.evaluation.split,
+                         batch_size=row.evaluation.batch_size, num_tasks=num_tasks)
+    value, stderr = mean_stderr(values)
+    record = {"row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
+              "stderr": stderr, "num_tasks": len(values), "paper_value": row.paper_value,
+              "paper_error": "" if row.paper_error is None else row.paper_error,
+              "device": device_name(), "wall_s": round(time.time() - started, 1), "version": __version__,
+              "commit": source_commit(),
+              "command": command_line(row.id, budget, out, results if results != DEFAULT_RESULTS else None,
+                                      eval_tasks, extra, None if jit_compile == "auto" else jit_compile),
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "out_dir": out_dir}
+    if results is not None:
+        append_result(results, record)
+    return record
+
+
+def comparison(row, record):
+    """One line: the paper's value against ours (mean +- standard error) and the gap."""
+    value, stderr = float(record["value"]), float(record["stderr"])
+    gap = value - row.paper_value
+    better = (gap > 0) == row.higher_is_better
+    verdict = "at the paper's value" if gap == 0 else ("better than" if better else "worse than") + " the paper"
+    return (f"{row.id}: paper {format_value(row)} ({row.paper_error_kind or 'as printed'}); ours "
+            f"{value:.4g} +- {stderr:.2g} (standard error over {record['num_tasks']} tasks, budget "
+            f"{record['budget']}, {record['steps']} steps); {row.metric} {gap:+.4g}: {verdict}")

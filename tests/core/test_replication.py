@@ -1,0 +1,376 @@
+"""Replication rows (taylorformer.replication, plugins/*/experiments.py, `taylorformer replicate`).
+
+The protocol tests hard-code the papers' numbers as read from the papers' text (not from
+the row definitions) and check the tasks' batches against them. The end-to-end tests run
+every row for 5 steps on a few evaluation tasks (the rows themselves are unchanged) and
+check the recorded value against an independent evaluation path
+(:func:`taylorformer.runs.evaluate_run`).
+"""
+import csv
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from taylorformer import registry, replication, runs
+from taylorformer.cli import main
+from taylorformer.errors import PluginLoadError, RunDirectoryError, SpecError
+from taylorformer.replication import Evaluation, Row, SmallBudget, Training
+from taylorformer.task import make_task
+
+# ----------------------------------------------------------------------------- the papers
+#: Taylorformer Table 1 (log-lik, +- std over 5 runs), Table 4 (NLL), Table 2 (MSE)
+TAYLORFORMER_TABLE1 = {"gp-eq": (4.13, 0.03), "gp-matern52": (3.87, 0.05), "gp-periodic": (0.31, 0.02),
+                       "emnist-seen": (2.18, 0.01), "emnist-unseen": (1.90, 0.03), "celeba": (4.00, 0.02)}
+TAYLORFORMER_NLL = {"ett": (-2.69, -2.68, -2.64, -2.56), "exchange-rate": (-1.31, -1.21, -1.05, -0.68)}
+TAYLORFORMER_MSE = {"ett": (0.00030, 0.00029, 0.00030, 0.00029), "exchange-rate": (0.002, 0.002, 0.002, 0.001)}
+HORIZONS = (96, 192, 336, 720)
+#: TE-TNP Table 5 (signs restored) and Table 1 (T-MNIST, TE-PT-TNP-M128)
+TE_TNP_TABLE5 = {("te-tnp", 0): -0.47, ("te-tnp", 1): -0.47, ("tnp-d", 0): -0.48, ("tnp-d", 1): -0.57}
+#: BSA-TNP Table 1 (2-D GP NLL) and Table 3 (SIR NLL): train, shifted, scaled
+BSA_GP = {"train": -0.32, "shifted": -0.32, "scaled": -0.28}
+BSA_SIR = {"train": 0.19, "shifted": 0.19, "scaled": 0.17}
+
+
+def test_every_issue_row_is_registered_with_the_papers_value():
+    rows = {r.id: r for r in replication.rows()}
+    for key, (value, error) in TAYLORFORMER_TABLE1.items():
+        row = rows[f"taylorformer-{key}"]
+        assert (row.metric, row.paper_value, row.paper_error, row.table) == ("loglik", value, error, "Table 1")
+        assert row.higher_is_better and row.paper_error_kind == "std over 5 runs"
+    for dataset in ("ett", "exchange-rate"):
+        for h, nll, mse in zip(HORIZONS, TAYLORFORMER_NLL[dataset], TAYLORFORMER_MSE[dataset]):
+            assert rows[f"taylorformer-{dataset}-{h}-nll"].paper_value == nll
+            assert rows[f"taylorformer-{dataset}-{h}-mse"].paper_value == mse
+            assert not rows[f"taylorformer-{dataset}-{h}-mse"].higher_is_better
+    for (model, shift), value in TE_TNP_TABLE5.items():
+        row = rows[f"{model}-gp-shift-{shift}"]
+        assert (row.model, row.paper_value, row.evaluation.task_config) == (model, value, {"shift": float(shift)})
+    assert rows["te-pt-tnp-t-mnist"].paper_value == 1.25
+    for domain in BSA_GP:
+        gp, sir = rows[f"bsa-tnp-gp2d-{domain}"], rows[f"bsa-tnp-sir-{domain}"]
+        assert (gp.metric, gp.paper_value, sir.paper_value) == ("nll", BSA_GP[domain], BSA_SIR[domain])
+        assert gp.evaluation.task_config == sir.evaluation.task_config == {"domain": domain}
+        assert gp.task_config == sir.task_config == {"domain": "train"}  # trained on [-2, 2]^2
+    for row in rows.values():
+        assert row.notes and row.small.steps < row.training.steps
+        assert registry.entry("experiment", row.id).description == row.summary
+
+
+def _batch(row, split="test", batch_size=64, **config):
+    name, cfg = row.eval_task() if split == "test" else (row.task, row.task_config)
+    task = make_task(name, {**cfg, **config})
+    return task, next(iter(task.dataset(split, batch_size=batch_size, num_batches=1)))
+
+
+def _counts(batch):
+    return batch["mask_c"].numpy().sum(1), batch["mask_t"].numpy().sum(1)
+
+
+def test_taylorformer_gp_protocol_app_a1():
+    """x ~ U[-2, 2], Nc ~ U(3, 97), Nt = 100 - Nc; RBF s ~ U(0.1, 1), l ~ U(0.1, 0.6); Matern-5/2
+    l ~ U(0.3, 1); periodic l ~ U(0.1, 0.6), p ~ U(0.5, 1); 250K steps of 32, Adam 1e-4;
+    10,000 test sequences."""
+    priors = {"eq": {"gp_lengthscale": (0.1, 0.6), "gp_scale": (0.1, 1.0)},
+              "matern52": {"gp_lengthscale": (0.3, 1.0)},
+              "periodic": {"gp_lengthscale": (0.1, 0.6), "gp_period": (0.5, 1.0)}}
+    for kernel, bounds in priors.items():
+        row = replication.get_row(f"taylorformer-gp-{kernel}")
+        t = row.training
+        assert (t.steps, t.batch_size, t.optimizer, t.learning_rate, t.weight_decay) == (250_000, 32, "adam", 1e-4, 0)
+        assert t.num_permutations == 1 and row.evaluation.num_tasks == 10_000
+        _, batch = _batch(row, batch_size=256)
+        nc, nt = _counts(batch)
+        assert (nc + nt == 100).all() and nc.min() >= 3 and nc.max() <= 97
+        for key in ("xc", "xt"):
+            assert np.abs(batch[key].numpy()).max() <= 2.0
+        for key, (lo, hi) in bounds.items():
+            values = batch[key].numpy()
+            assert lo <= values.min() and values.max() <= hi and values.std() > 0.05 * (hi - lo)
+
+
+def test_te_tnp_gp_protocol_app_f1():
+    """Three kernels, Nc ~ U(1, 64), Nt = 128, xc ~ U[-2, 2], xt ~ U[-3, 3], noise 0.2, test
+    inputs shifted by Delta; AdamW 5e-4, batch 16; 80,000 test datasets."""
+    from taylorformer.tasks.gaussian_process import KERNELS
+
+    for model in ("te-tnp", "tnp-d"):
+        for shift in (0, 1):
+            row = replication.get_row(f"{model}-gp-shift-{shift}")
+            t = row.training
+            assert (t.optimizer, t.learning_rate, t.batch_size, t.clip_norm) == ("adamw", 5e-4, 16, 0.5)
+            assert row.evaluation.num_tasks == 80_000 and row.eval_task() == replication.get_row(
+                f"te-tnp-gp-shift-{shift}").eval_task()
+    for shift in (0, 1):
+        task, batch = _batch(replication.get_row(f"te-tnp-gp-shift-{shift}"), batch_size=24)
+        assert task.noise == 0.2
+        nc, nt = _counts(batch)
+        assert nc.min() >= 1 and nc.max() <= 64 and (nt == 128).all()
+        mask_c = batch["mask_c"].numpy().astype(bool)
+        xc, xt = batch["xc"].numpy()[mask_c], batch["xt"].numpy()
+        assert xc.min() >= -2 + shift and xc.max() <= 2 + shift
+        assert xt.min() >= -3 + shift and xt.max() <= 3 + shift and xt.max() > 2.5 + shift
+        kernels = {KERNELS[int(i)] for i in batch["gp_kernel"].numpy()}
+        assert kernels == {"eq", "periodic", "matern52"}
+
+
+def test_bsa_tnp_protocol_sec_5_and_app_b():
+    """2-D GP: l ~ Beta(3, 7), noise 0.1 on the context, Nc in [128, 512], 1,024 test points,
+    batch 8, 100K steps, AdamW wd 1e-4, clip 0.5, cosine 1e-4 -> 2e-5 (SIR: -> 1e-5); shifted
+    [8, 12]^2, scaled: doubled axes."""
+    boxes = {"train": (-2, 2), "shifted": (8, 12), "scaled": (-4, 4)}
+    for domain, (lo, hi) in boxes.items():
+        row = replication.get_row(f"bsa-tnp-gp2d-{domain}")
+        t = row.training
+        assert (t.steps, t.batch_size, t.optimizer, t.weight_decay, t.clip_norm) == (100_000, 8, "adamw", 1e-4, 0.5)
+        assert (t.schedule, t.learning_rate, t.min_learning_rate) == ("cosine", 1e-4, 2e-5)
+        assert row.evaluation.num_tasks == 5_000 * 8
+        name, config = row.eval_task()
+        task = make_task(name, config)  # the domains through the task's boxes and counts (a scaled
+        factor = 4 if domain == "scaled" else 1  # batch takes minutes): the same density, doubled axes
+        assert task.noise == 0.1 and task.noise_on == "context"
+        assert tuple(task.num_context) == (128 * factor, 511 * factor)
+        assert tuple(task.num_target) == (1024 * factor, 1024 * factor)
+        np.testing.assert_array_equal(task.context_box, [[lo, hi]] * 2)
+        np.testing.assert_array_equal(task.target_box, [[lo, hi]] * 2)
+        sir_row = replication.get_row(f"bsa-tnp-sir-{domain}")
+        assert (sir_row.training.min_learning_rate, sir_row.training.steps) == (1e-5, 100_000)
+        assert sir_row.model_spec()["likelihood"] == {"name": "categorical", "classes": 3}
+        sir = make_task(*sir_row.eval_task())
+        assert (sir.lo, sir.hi, sir.cells) == (lo, hi, 64 * (2 if domain == "scaled" else 1))
+        assert sir.nc_range == (128 * factor, 512 * factor) and sir.extra_range == (1024 * factor,) * 2
+    row = replication.get_row("bsa-tnp-gp2d-train")
+    task, batch = _batch(row, batch_size=2)
+    nc, nt = _counts(batch)
+    assert 128 <= nc.min() and nc.max() <= 511 and (nt == 1024).all()
+    assert batch["xc"].numpy().min() >= -2 and batch["xt"].numpy().max() <= 2
+    few_points = {"num_context": [1, 1], "num_target": 1}
+    lengthscales = _batch(row, split="train", batch_size=2000, **few_points)[1]["gp_lengthscale"].numpy()
+    assert abs(lengthscales.mean() - 0.3) < 0.01 and abs(lengthscales.var() - 0.21 / 11) < 0.002  # Beta(3, 7)
+    _, batch = _batch(replication.get_row("bsa-tnp-sir-train"), batch_size=1)
+    nc, nt = _counts(batch)
+    assert 128 <= nc[0] <= 512 and nt[0] - nc[0] == 1024  # the context among the test cells
+    np.testing.assert_array_equal(batch["xt"].numpy()[0, :int(nc[0])], batch["xc"].numpy()[0, :int(nc[0])])
+
+
+@pytest.mark.parametrize("dataset", ["ett", "exchange-rate"])
+def test_forecasting_protocol_sec_4_2(dataset):
+    """Context 96, horizons 96/192/336/720, split 69/11/20 (ETT, exchange), 40K steps of 32."""
+    for h in HORIZONS:
+        for metric in ("nll", "mse"):
+            row = replication.get_row(f"taylorformer-{dataset}-{h}-{metric}")
+            assert (row.training.steps, row.training.batch_size, row.training.optimizer) == (40_000, 32, "adam")
+            assert row.run_name == f"taylorformer-{dataset}-{h}"  # NLL and MSE: one training run
+    task, batch = _batch(replication.get_row(f"taylorformer-{dataset}-192-nll"), batch_size=2)
+    assert batch["xc"].shape[1] == 96 and batch["xt"].shape[1] == 192
+    n = len(task.series()["y"])
+    starts = task.window_starts("test")
+    assert starts[0] == math.floor(0.8 * n + 1e-9) and starts[-1] == n - 96 - 192  # every test window
+    x = np.concatenate([batch["xc"].numpy()[0, :, 0], batch["xt"].numpy()[0, :, 0]])
+    np.testing.assert_allclose(x, np.linspace(-1, 1, 96 + 192), atol=1e-6)
+
+
+def test_image_protocols_taylorformer_a2_and_te_tnp_f2():
+    """Taylorformer: Nc ~ U(6, 200), Nt ~ U(3, 197), EMNIST digits 0-9 (unseen: 10-46), 71K /
+    125K steps of 64. TE-TNP T-MNIST: 56x56 canvas (shift 14), Nc ~ U(N/3), the rest targets,
+    batch 8 for the TE-PT-TNP."""
+    preset = {name: registry.get("task", name).keywords for name in ("emnist", "emnist-unseen", "celeba", "t-mnist")}
+    assert preset["emnist"]["classes"] == list(range(10))
+    assert preset["emnist-unseen"]["test_classes"] == list(range(10, 47))
+    for name in ("emnist", "celeba"):
+        assert (preset[name]["num_context"], preset[name]["num_target"]) == ([6, 200], [3, 197])
+    seen, unseen = replication.get_row("taylorformer-emnist-seen"), replication.get_row("taylorformer-emnist-unseen")
+    assert (seen.training.steps, seen.training.batch_size, unseen.evaluation.task) == (71_000, 64, "emnist-unseen")
+    assert seen.run_name == unseen.run_name
+    assert replication.get_row("taylorformer-celeba").training.steps == 125_000
+    t_mnist = replication.get_row("te-pt-tnp-t-mnist")
+    assert preset["t-mnist"]["max_shift"] == 14 and preset["t-mnist"]["num_target"] == "rest"
+    assert preset["t-mnist"]["context_fraction"] == [0.0, 1.0 / 3.0]
+    assert (t_mnist.training.batch_size, t_mnist.training.learning_rate) == (8, 5e-4)
+    assert t_mnist.model_spec()["encoder"]["num_pseudo"] == 128 and t_mnist.model_spec()["encoder"]["width"] == 32
+
+
+# ----------------------------------------------------------------------------- rows and budgets
+def _row(**changes):
+    fields = dict(id="my-row", paper="P", table="T", dataset="d", protocol="p", model="cnp", task="gp",
+                  metric="loglik", paper_value=1.0,
+                  training=Training(steps=100, batch_size=4, optimizer="adam", learning_rate=1e-3),
+                  evaluation=Evaluation(num_tasks=8), small=SmallBudget(steps=10, eval_tasks=8), notes=("n",))
+    return Row(**{**fields, **changes})
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"metric": "rmse"}, r"experiment 'my-row' 'metric' must be one of 'loglik', 'nll', 'mse', got 'rmse'"),
+    ({"id": "My Row"}, r"'id' must be a non-empty lower-case name"),
+    ({"paper_value": float("nan")}, r"'paper_value' must be a finite number"),
+    ({"small": SmallBudget(steps=1000, eval_tasks=8)}, r"small budget's 1000 steps exceed the paper's 100"),
+    ({"notes": "one"}, r"'notes' must be a tuple of strings"),
+    ({"training": {"steps": 5}}, r"'training' must be a Training"),
+])
+def test_bad_rows_name_the_field(changes, match):
+    with pytest.raises(SpecError, match=match):
+        _row(**changes)
+
+
+def test_bad_training_protocols_name_the_field():
+    with pytest.raises(SpecError, match=r"'weight_decay' must be 0 with optimizer 'adam'"):
+        Training(steps=10, batch_size=2, optimizer="adam", learning_rate=1e-3, weight_decay=0.1)
+    with pytest.raises(SpecError, match=r"'min_learning_rate' must be a finite number >= 0, got None"):
+        Training(steps=10, batch_size=2, optimizer="adamw", learning_rate=1e-3, schedule="cosine")
+    with pytest.raises(SpecError, match=r"'optimizer' must be one of 'adam', 'adamw', got 'sgd'"):
+        Training(steps=10, batch_size=2, optimizer="sgd", learning_rate=1e-3)
+
+
+def test_budgets_and_the_train_options_they_give():
+    row = replication.get_row("bsa-tnp-gp2d-train")
+    assert replication.budget_steps(row, "paper") == ("paper", 100_000)
+    assert replication.budget_steps(row, "small") == ("small", row.small.steps)
+    assert replication.budget_steps(row, "250") == ("250-steps", 250)
+    for bad in (0, "-3", "big", True, 2.5):
+        with pytest.raises(SpecError, match=r"'budget' must be 'paper', 'small' or a number of steps"):
+            replication.budget_steps(row, bad)
+    paper = replication.train_options(row, 100_000, paper_budget=True)
+    assert (paper["val_every"], paper["val_batches"], paper["min_learning_rate"]) == (10_000, 5_000, 2e-5)
+    small = replication.train_options(row, 1_000, paper_budget=False)
+    assert (small["val_every"], small["val_batches"], small["tensorboard"]) == (250, 8, False)
+    assert replication.train_options(row, 5, paper_budget=False)["val_every"] == 5  # one validation
+
+
+def test_a_third_party_plugin_adds_rows_and_a_wrong_object_is_refused():
+    from taylorformer.registry import Registry
+
+    row = _row(id="third-party-row")
+    module = type(sys)("third_party_rows")
+    module.register_experiments = registry.hookspecs.hookimpl(
+        lambda register: replication.register_rows(register, [row]))
+    reg = Registry(strict=True, blocked=())
+    reg.add_plugin(module, "third-party")
+    assert reg.get("experiment", "third-party-row") is row
+    bad = type(sys)("bad_rows")
+    bad.register_experiments = registry.hookspecs.hookimpl(lambda register: register("x", {"steps": 1}))
+    with pytest.raises(PluginLoadError, match=r"an experiment must be a taylorformer.replication.Row"):
+        reg.add_plugin(bad, "bad")
+
+
+# ----------------------------------------------------------------------------- results file
+def test_results_file_appends_atomically_and_refuses_another_csv(tmp_path):
+    path = tmp_path / "sub" / "results.csv"
+    records = [{c: f"{c}-{i}" for c in replication.RESULT_COLUMNS} for i in range(2)]
+    records[0]["command"] = 'taylorformer replicate x --task-config \'{"a": "b,c"}\''
+    for record in records:
+        replication.append_result(str(path), record)
+    with open(path, newline="") as fh:
+        assert list(csv.DictReader(fh)) == records
+    assert replication.last_results(str(path))["row-1"] == records[1]
+    assert [p.name for p in path.parent.iterdir()] == ["results.csv"]  # no temporary file left
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(RunDirectoryError, match=r"other.csv has columns \['a', 'b'\], not the replication"):
+        replication.append_result(str(other), records[0])
+    assert other.read_text() == "a,b\n1,2\n"
+
+
+# ----------------------------------------------------------------------------- end to end
+def _image_sources(tmp_path):
+    """Offline stand-ins of the image datasets: scikit-learn's real 8x8 digits, enlarged to
+    28x28 (grey) and 32x32 (RGB), labels spread over the 47 EMNIST classes."""
+    datasets = pytest.importorskip("sklearn.datasets")
+    digits = datasets.load_digits()
+    images = (digits.images[:120] * (255 / 16)).astype(np.uint8)
+    grey = np.pad(np.kron(images, np.ones((3, 3), np.uint8)), ((0, 0), (2, 2), (2, 2)))
+    rgb = np.stack([np.kron(images, np.ones((4, 4), np.uint8))] * 3, -1)
+    rgb[..., 1] //= 2
+    labels = np.arange(120) % 47
+    np.savez(tmp_path / "grey.npz", images=grey, labels=labels)
+    np.savez(tmp_path / "rgb.npz", images=rgb)
+    local = {"transpose": False, "split": [0.6, 0.2, 0.2]}
+    return {"emnist": {"source": str(tmp_path / "grey.npz"), **local},
+            "celeba": {"source": str(tmp_path / "rgb.npz"), **local},
+            "t-mnist": {"source": str(tmp_path / "grey.npz"), **local}}
+
+
+def _runs():
+    """Rows grouped by training run (in id order)."""
+    groups = {}
+    for row in replication.rows():
+        groups.setdefault(row.run_name, []).append(row)
+    return groups
+
+
+@pytest.mark.parametrize("run", sorted(_runs()))
+def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path):
+    rows = _runs()[run]
+    local = _image_sources(tmp_path).get(rows[0].task) if rows[0].task in ("emnist", "celeba", "t-mnist") else None
+    out, results = str(tmp_path / "run"), str(tmp_path / "results.csv")
+    for row in rows:  # the first row trains, the others of its run only evaluate
+        record = replication.replicate(row.id, budget=5, out=out, results=results, eval_tasks=2,
+                                       task_config=local, verbose=0)
+        assert (record["row"], record["steps"], record["metric"], record["num_tasks"]) == (row.id, 5, row.metric, 2)
+        assert math.isfinite(record["value"]) and record["stderr"] > 0
+        assert record["paper_value"] == row.paper_value and record["out_dir"] == out
+        assert record["command"].startswith(f"taylorformer replicate {row.id} --budget 5 --out ")
+    lines = replication.read_results(results)
+    assert [line["row"] for line in lines] == [row.id for row in rows]
+    assert all(line["steps"] == "5" and float(line["wall_s"]) >= 0 for line in lines)
+    steps = [int(r["step"]) for r in runs.RunDirectory(out).metrics_rows()]
+    assert steps == [5]  # one run, trained once, validated once
+    if run == "bsa-tnp-gp2d":  # translation invariant: the shifted tasks are the train tasks moved by 10
+        value = {line["row"]: float(line["value"]) for line in lines}
+        np.testing.assert_allclose(value["bsa-tnp-gp2d-shifted"], value["bsa-tnp-gp2d-train"], rtol=1e-4)
+
+
+@pytest.mark.parametrize("row_id", ["taylorformer-exchange-rate-96-mse", "taylorformer-exchange-rate-96-nll",
+                                    "te-tnp-gp-shift-1"])
+def test_recorded_values_match_the_evaluation_module(row_id, tmp_path):
+    """The value replicate records equals what taylorformer.evaluation computes on the same
+    tasks (pooled MSE == mean per-task MSE here: every window has Nt points)."""
+    out = str(tmp_path / "run")
+    record = replication.replicate(row_id, budget=2, out=out, results=None, eval_tasks=3, verbose=0)
+    row = replication.get_row(row_id)
+    name, config = row.eval_task()
+    reference = runs.evaluate_run(out, task=name, task_config=config, num_batches=1, batch_size=3)
+    expected = {"loglik": reference["loglik"]["mean"], "nll": -reference["loglik"]["mean"], "mse": reference["mse"]}
+    np.testing.assert_allclose(record["value"], expected[row.metric], rtol=1e-5)
+    if row.metric != "mse":
+        np.testing.assert_allclose(record["stderr"], reference["loglik"]["stderr"], rtol=1e-5)
+
+
+def test_a_second_call_resumes_and_extends_the_run(tmp_path):
+    out, results = str(tmp_path / "run"), str(tmp_path / "r.csv")
+    replication.replicate("taylorformer-gp-periodic", budget=3, out=out, results=results, eval_tasks=2, verbose=0)
+    record = replication.replicate("taylorformer-gp-periodic", budget=6, out=out, results=results,
+                                   eval_tasks=2, verbose=0)
+    steps = [int(r["step"]) for r in runs.RunDirectory(out).metrics_rows()]
+    assert record["steps"] == 6 and steps[-1] == 6 and steps[0] == 3  # continued, not restarted
+    with pytest.raises(RunDirectoryError, match=r"holds a run of task 'gp-taylorformer' .* not of row 'bsa-tnp"):
+        replication.replicate("bsa-tnp-gp2d-train", budget=3, out=out, results=results, eval_tasks=2, verbose=0)
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_cli_list_shows_every_row_with_our_last_value(tmp_path, capsys):
+    results = tmp_path / "r.csv"
+    record = {c: "" for c in replication.RESULT_COLUMNS}
+    record.update(row="bsa-tnp-gp2d-shifted", value="-0.1234567", stderr="0.0123", budget="small", steps="1000")
+    replication.append_result(str(results), record)
+    assert main(["replicate", "--list", "--results", str(results)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["ID", "PAPER", "TABLE"]
+    by_id = {line.split()[0]: line for line in lines[1:] if line.strip()}
+    assert set(registry.names("experiment")) <= set(by_id)
+    assert "-0.1235 +- 0.012" in by_id["bsa-tnp-gp2d-shifted"] and "small (1000 steps)" in by_id["bsa-tnp-gp2d-shifted"]
+    assert "4.13 +- 0.03" in by_id["taylorformer-gp-eq"] and "not run" in by_id["taylorformer-gp-eq"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["replicate", "taylorformer-gp-rbf"], "unknown experiment 'taylorformer-gp-rbf'; did you mean 'taylorformer-gp-eq'"),
+    (["replicate", "bsa-tnp-gp2d-train", "--budget", "huge"], "--budget: must be 'paper', 'small' or a number of steps"),
+    (["replicate"], "replicate needs a ROW id, or --list"),
+])
+def test_cli_errors_are_one_line(argv, message, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -1,6 +1,6 @@
 """Incremental (cached) decoding of autoregressive NPs: the protocol and its buffer helpers.
 
-:meth:`taylorformer.models.AutoregressiveNP.sample` with ``cache=True`` draws target t
+:meth:`taylorformer.models.AutoregressiveNP.sample` (``cache=None`` or ``True``) draws target t
 from the context and the targets before it without re-running the whole sequence:
 every layer keeps the keys and values of the points already seen in fixed-size buffers
 (capacity L = Nc + Nt, static shapes, so one trace serves every step), and step t runs

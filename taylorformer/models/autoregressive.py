@@ -8,7 +8,8 @@ the parameters of every conditional, ``[B, Nt, ...]``; so
 ``taylorformer.loglik(model, batch)`` is the teacher-forced chain-rule log-likelihood.
 
 :meth:`AutoregressiveNP.sample` draws joint samples step by step from exactly those
-conditionals. By default (``cache=True``) it decodes incrementally
+conditionals. By default (``cache=None``: wherever the encoder and wrapper implement the
+cached-decoding methods, as every built-in does) it decodes incrementally
 (:mod:`taylorformer.decoding`): the context runs once through every layer, then step t
 runs only target t's token, attending to the cached keys/values of the context and of
 the targets before t, so a step costs O(Nc + Nt) instead of a full O((Nc + Nt)^2) pass.
@@ -95,13 +96,11 @@ class AutoregressiveNP(NeuralProcess):
         draw = self._draw(at_t, seed, t)  # [R, Dy]
         return decoding.write_at(yt, t, draw[:, None]), at_t
 
-    def _check_cacheable(self):
-        """A clear error when the encoder or wrapper has no cached decoding."""
-        for part, methods in ((self.encoder, decoding.ENCODER_METHODS), (self.wrapper, decoding.WRAPPER_METHODS)):
-            missing = [m for m in methods if part is not None and not hasattr(part, m)]
-            if missing:
-                raise SpecError(f"sample: {type(part).__name__} has no cached decoding (missing "
-                                f"{', '.join(missing)}; see taylorformer.decoding): sample with cache=False")
+    def _missing_cache_methods(self):
+        """``[(part, missing method names)]`` of the encoder/wrapper without cached decoding."""
+        parts = ((self.encoder, decoding.ENCODER_METHODS), (self.wrapper, decoding.WRAPPER_METHODS))
+        return [(type(part).__name__, [m for m in methods if not hasattr(part, m)])
+                for part, methods in parts if part is not None and not all(hasattr(part, m) for m in methods)]
 
     def _decode_cached(self, rows, seed):
         """Incremental decoding (``cache=True``, :mod:`taylorformer.decoding`): the context
@@ -155,7 +154,7 @@ class AutoregressiveNP(NeuralProcess):
         perm = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))  # noqa: E731
         return yt, {key: perm(arrays[key].stack()) for key in keys}
 
-    def sample(self, batch, num_samples=1, order="given", seed=None, return_info=False, cache=True,
+    def sample(self, batch, num_samples=1, order="given", seed=None, return_info=False, cache=None,
                jit_compile=False):
         """Joint samples ``[S, B, Nt, Dy]`` drawn target by target.
 
@@ -167,8 +166,11 @@ class AutoregressiveNP(NeuralProcess):
         (``[S, B, Nt, ...]``, aligned with ``xt``) and ``info["order"] [S, B, Nt]``: the
         generation order (``order[s, b, t]`` = index of the target drawn at step t).
         ``cache=True`` decodes incrementally (:mod:`taylorformer.decoding`: each step runs
-        one token per layer against cached keys/values, one compiled loop); ``cache=False``
-        runs one full teacher-forced pass per step (the reference). Both give the same
+        one token per layer against cached keys/values, one compiled loop; an error names
+        the missing methods of an encoder or wrapper without them); ``cache=False`` runs
+        one full teacher-forced pass per step (the reference); ``cache=None`` (default)
+        decodes incrementally where the encoder and wrapper can (a third-party causal
+        encoder without the methods still samples, on the reference path). Both give the same
         samples for the same seed, to float tolerance. ``jit_compile=True`` compiles the
         cached loop with XLA (faster on some machines, docs/benchmarks.md); XLA's
         stateless random generator is another algorithm, so the same seed then gives
@@ -179,8 +181,15 @@ class AutoregressiveNP(NeuralProcess):
         if not isinstance(num_samples, int) or num_samples < 1:
             raise SpecError(f"sample: num_samples must be an int >= 1, got {num_samples!r}")
         for name, flag in (("cache", cache), ("jit_compile", jit_compile)):
-            if not isinstance(flag, bool):
-                raise SpecError(f"sample: {name} must be a bool, got {flag!r}")
+            if not (isinstance(flag, bool) or (name == "cache" and flag is None)):
+                raise SpecError(f"sample: {name} must be a bool{' or None' if name == 'cache' else ''}, "
+                                f"got {flag!r}")
+        missing = self._missing_cache_methods()
+        if cache and missing:
+            raise SpecError("sample: " + "; ".join(f"{part} has no cached decoding (missing {', '.join(m)})"
+                                                   for part, m in missing)
+                            + " (see taylorformer.decoding): sample with cache=False")
+        cache = not missing if cache is None else cache
         batch = self.prepare(batch)
         batch = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
         b, nt = int(batch["xt"].shape[0]), int(batch["xt"].shape[1])
@@ -193,7 +202,6 @@ class AutoregressiveNP(NeuralProcess):
             gen_order = tf.tile(tf.range(nt)[None], [num_samples * b, 1])
         rows = gather_targets(rows, gen_order)
         if cache:
-            self._check_cacheable()
             if jit_compile not in self._cached_fns:  # traced per concrete batch shape
                 self._cached_fns[jit_compile] = tf.function(self._decode_cached, jit_compile=jit_compile)
             yt, params = self._cached_fns[jit_compile](rows, seed)

@@ -104,7 +104,7 @@ def test_empty_context():
 
 
 def test_sample_rejects_non_bool_cache():
-    with pytest.raises(SpecError, match="cache must be a bool"):
+    with pytest.raises(SpecError, match="cache must be a bool or None"):
         model_of("tnp-a").sample(padded_batch(1), cache="yes")
 
 
@@ -139,8 +139,12 @@ def test_attend_blocks_and_key_value_cache_against_numpy():
     assert np.all(np.asarray(got)[2] == 0)
 
 
-def test_encoder_without_cached_decoding_is_named(monkeypatch):
+def test_encoder_without_cached_decoding(monkeypatch):
+    """cache=True names what is missing; the default falls back to the reference path (a
+    third-party causal encoder without the methods still samples)."""
     model = model_of("tnp-a")
+    batch = padded_batch(1)
     monkeypatch.delattr(type(model.encoder), "cached_query")
     with pytest.raises(SpecError, match="TNPAEncoder has no cached decoding .*cached_query.*cache=False"):
-        model.sample(padded_batch(1), seed=0)
+        model.sample(batch, seed=0, cache=True)
+    np.testing.assert_array_equal(model.sample(batch, 2, seed=3), model.sample(batch, 2, seed=3, cache=False))

@@ -245,7 +245,8 @@ def _cmd_replicate(args):
         raise SpecError("replicate needs a ROW id, or --list to see them")
     record = replication.replicate(
         args.row, budget=args.budget, out=args.out, results=args.results, eval_tasks=args.eval_tasks,
-        task_config=_json_arg(args.task_config, "--task-config"),
+        task_config=_json_arg(args.task_config, "--task-config"), batch_size=args.batch_size,
+        model_overrides=_json_arg(args.model_overrides, "--model-overrides"),
         jit_compile="auto" if args.xla is None else args.xla, verbose=1 if sys.stdout.isatty() else 2)
     print(f"run directory: {record['out_dir']}")
     print(replication.comparison(replication.get_row(args.row), record))
@@ -383,6 +384,11 @@ def build_parser():
     p.add_argument("--eval-tasks", type=positive_int, help="evaluate on this many tasks instead")
     p.add_argument("--task-config", help="task options to add, as JSON or a JSON/YAML file (e.g. a "
                    "local data path); recorded with the result")
+    p.add_argument("--batch-size", type=positive_int, help="train and evaluate at this batch size instead "
+                   "of the paper's (a smaller device); recorded with the result")
+    p.add_argument("--model-overrides", help="model spec entries to merge into the row's, as JSON or a "
+                   "JSON/YAML file (e.g. '{\"encoder\": {\"layers\": 1}}' for a smoke test); recorded with "
+                   "the result")
     p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
                    help="compile the train step with XLA (default: on without a distribution strategy)")
     p.set_defaults(func=_cmd_replicate)

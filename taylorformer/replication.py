@@ -46,6 +46,7 @@ from taylorformer import registry
 from taylorformer.checks import check_choice, check_int, check_number
 from taylorformer.errors import RunDirectoryError, SpecError
 from taylorformer.run_dir import RunDirectory, atomic_write_text
+from taylorformer.spec import deep_merge
 
 #: metric name -> (higher is better, description)
 METRICS = {
@@ -360,14 +361,17 @@ def source_commit():
     return out.stdout.strip() or "unknown"
 
 
-def command_line(row_id, budget, out=None, results=None, eval_tasks=None, task_config=None, xla=None):
+def command_line(row_id, budget, out=None, results=None, eval_tasks=None, task_config=None, xla=None,
+                 batch_size=None, model_overrides=None):
     """The ``taylorformer replicate`` command that repeats a call."""
     args = ["taylorformer", "replicate", row_id, "--budget", str(budget)]
-    for flag, value in (("--out", out), ("--results", results), ("--eval-tasks", eval_tasks)):
+    for flag, value in (("--out", out), ("--results", results), ("--eval-tasks", eval_tasks),
+                        ("--batch-size", batch_size)):
         if value is not None:
             args += [flag, str(value)]
-    if task_config:
-        args += ["--task-config", json.dumps(task_config, sort_keys=True)]
+    for flag, value in (("--task-config", task_config), ("--model-overrides", model_overrides)):
+        if value:
+            args += [flag, json.dumps(value, sort_keys=True)]
     if xla is not None:
         args.append("--xla" if xla else "--no-xla")
     return shlex.join(args)
@@ -435,7 +439,8 @@ def _resolve_out(row, out, budget_label):
 
 
 def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_tasks=None,
-              task_config=None, jit_compile="auto", verbose=2, seed=0):
+              task_config=None, jit_compile="auto", verbose=2, seed=0, batch_size=None,
+              model_overrides=None):
     """Train and evaluate the registered row ``row_id``; returns the results record (dict).
 
     ``budget``: ``"paper"`` (the paper's steps and evaluation size), ``"small"`` (the row's
@@ -444,35 +449,43 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     row's run resumes it (and a finished run is only evaluated again). ``eval_tasks``
     overrides the number of evaluation tasks; ``task_config`` updates the task config of
     training and evaluation (e.g. a local ``path`` or image ``source``): both are recorded
-    in the results' command. The record is appended to the CSV ``results`` (None: not
-    recorded).
+    in the results' command. ``batch_size`` (training and evaluation) and ``model_overrides``
+    (merged into the row's model spec, e.g. ``{"encoder": {"layers": 1}}``) depart from the
+    paper's protocol, for a smaller device or a smoke test: they are recorded in the command.
+    The record is appended to the CSV ``results`` (None: not recorded).
     """
     from taylorformer import __version__, runs, training
 
     row = get_row(row_id)
     label, steps = budget_steps(row, budget)
     check_int("replicate", "eval_tasks", eval_tasks, optional=True)
-    if task_config is not None and not isinstance(task_config, dict):
-        raise SpecError(f"replicate 'task_config' must be a dict, got {task_config!r}")
+    check_int("replicate", "batch_size", batch_size, optional=True)
+    for name, value in (("task_config", task_config), ("model_overrides", model_overrides)):
+        if value is not None and not isinstance(value, dict):
+            raise SpecError(f"replicate {name!r} must be a dict, got {value!r}")
     if results is not None:
         read_results(results)  # a wrong results file fails before any training
     extra = dict(task_config or {})
     if extra:
         row = dataclasses.replace(row, task_config={**row.task_config, **extra})
+    if model_overrides:
+        row = dataclasses.replace(row, model_overrides=deep_merge(row.model_overrides, model_overrides))
+    options = train_options(row, steps, label == "paper")
+    if batch_size is not None:
+        options["batch_size"] = batch_size
     out_dir, resume = _resolve_out(row, out, label)
     started = time.time()
     if resume:
         training.train(resume=out_dir, steps=steps, verbose=verbose)
     else:
         training.train(model=row.model_spec(), task=row.task, task_config=row.task_config, out_dir=out_dir,
-                       verbose=verbose, seed=seed, jit_compile=jit_compile,
-                       **train_options(row, steps, label == "paper"))
+                       verbose=verbose, seed=seed, jit_compile=jit_compile, **options)
     eval_name, eval_config = row.eval_task()
     num_tasks = eval_tasks or (row.evaluation.num_tasks if label == "paper" else
                                min(row.small.eval_tasks, row.evaluation.num_tasks or row.small.eval_tasks))
     model, task, _ = runs.load_run(out_dir, "best", task=eval_name, task_config=eval_config)
     values = task_values(model, task, row.metric, split=row.evaluation.split,
-                         batch_size=row.evaluation.batch_size, num_tasks=num_tasks)
+                         batch_size=batch_size or row.evaluation.batch_size, num_tasks=num_tasks)
     value, stderr = mean_stderr(values)
     record = {"row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
               "stderr": stderr, "num_tasks": len(values), "paper_value": row.paper_value,
@@ -480,7 +493,8 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
               "device": device_name(), "wall_s": round(time.time() - started, 1), "version": __version__,
               "commit": source_commit(),
               "command": command_line(row.id, budget, out, results if results != DEFAULT_RESULTS else None,
-                                      eval_tasks, extra, None if jit_compile == "auto" else jit_compile),
+                                      eval_tasks, extra, None if jit_compile == "auto" else jit_compile,
+                                      batch_size, model_overrides),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "out_dir": out_dir}
     if results is not None:
         append_result(results, record)

@@ -7,7 +7,9 @@ check the recorded value against an independent evaluation path
 (:func:`taylorformer.runs.evaluate_run`).
 """
 import csv
+import json
 import math
+import os
 import sys
 
 import numpy as np
@@ -298,6 +300,11 @@ def _runs():
     return groups
 
 
+#: the smoke test's departures from the papers' sizes (each row's sizes are checked against
+#: its paper above): one layer, batch 2, no XLA compile, so every run fits CI time
+SMOKE = {"encoder": {"layers": 1}}
+
+
 @pytest.mark.parametrize("run", sorted(_runs()))
 def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path):
     rows = _runs()[run]
@@ -305,11 +312,15 @@ def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path):
     out, results = str(tmp_path / "run"), str(tmp_path / "results.csv")
     for row in rows:  # the first row trains, the others of its run only evaluate
         record = replication.replicate(row.id, budget=5, out=out, results=results, eval_tasks=2,
-                                       task_config=local, verbose=0)
+                                       task_config=local, verbose=0, batch_size=2, model_overrides=SMOKE,
+                                       jit_compile=False)
         assert (record["row"], record["steps"], record["metric"], record["num_tasks"]) == (row.id, 5, row.metric, 2)
         assert math.isfinite(record["value"]) and record["stderr"] > 0
         assert record["paper_value"] == row.paper_value and record["out_dir"] == out
         assert record["command"].startswith(f"taylorformer replicate {row.id} --budget 5 --out ")
+        assert "--batch-size 2" in record["command"] and '--model-overrides \'{"encoder": {"layers": 1}}\'' in record["command"]
+    config = runs.RunDirectory(out).read_config()
+    assert config["train"]["batch_size"] == 2 and json.loads(open(os.path.join(out, "spec.json")).read())["encoder"]["layers"] == 1
     lines = replication.read_results(results)
     assert [line["row"] for line in lines] == [row.id for row in rows]
     assert all(line["steps"] == "5" and float(line["wall_s"]) >= 0 for line in lines)
@@ -326,7 +337,8 @@ def test_recorded_values_match_the_evaluation_module(row_id, tmp_path):
     """The value replicate records equals what taylorformer.evaluation computes on the same
     tasks (pooled MSE == mean per-task MSE here: every window has Nt points)."""
     out = str(tmp_path / "run")
-    record = replication.replicate(row_id, budget=2, out=out, results=None, eval_tasks=3, verbose=0)
+    record = replication.replicate(row_id, budget=2, out=out, results=None, eval_tasks=3, verbose=0,
+                                   batch_size=3, model_overrides=SMOKE, jit_compile=False)
     row = replication.get_row(row_id)
     name, config = row.eval_task()
     reference = runs.evaluate_run(out, task=name, task_config=config, num_batches=1, batch_size=3)
@@ -338,13 +350,16 @@ def test_recorded_values_match_the_evaluation_module(row_id, tmp_path):
 
 def test_a_second_call_resumes_and_extends_the_run(tmp_path):
     out, results = str(tmp_path / "run"), str(tmp_path / "r.csv")
-    replication.replicate("taylorformer-gp-periodic", budget=3, out=out, results=results, eval_tasks=2, verbose=0)
+    smoke = {"batch_size": 2, "model_overrides": SMOKE, "jit_compile": False}
+    replication.replicate("taylorformer-gp-periodic", budget=3, out=out, results=results, eval_tasks=2, verbose=0,
+                          **smoke)
     record = replication.replicate("taylorformer-gp-periodic", budget=6, out=out, results=results,
-                                   eval_tasks=2, verbose=0)
+                                   eval_tasks=2, verbose=0, **smoke)
     steps = [int(r["step"]) for r in runs.RunDirectory(out).metrics_rows()]
     assert record["steps"] == 6 and steps[-1] == 6 and steps[0] == 3  # continued, not restarted
     with pytest.raises(RunDirectoryError, match=r"holds a run of task 'gp-taylorformer' .* not of row 'bsa-tnp"):
-        replication.replicate("bsa-tnp-gp2d-train", budget=3, out=out, results=results, eval_tasks=2, verbose=0)
+        replication.replicate("bsa-tnp-gp2d-train", budget=3, out=out, results=results, eval_tasks=2, verbose=0,
+                              **smoke)
 
 
 # ----------------------------------------------------------------------------- CLI

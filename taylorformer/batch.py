@@ -28,22 +28,41 @@ PAIRS = (("xc", "yc", "mask_c"), ("xt", "yt", "mask_t"))
 
 
 def with_masks(batch):
-    """Return ``batch`` with all-ones masks added where they are missing."""
+    """Return ``batch`` with its masks: all ones where missing, and 0 at every point whose
+    output values hold a NaN ("not observed"; those values become 0, so nothing downstream
+    sees a NaN). A point with a NaN in any of its ``Dy`` outputs is left out whole: it
+    takes no part in attention, pooling, neighbour search, the loss or any metric."""
     import tensorflow as tf
 
     out = dict(batch)
-    for x_key, _, m_key in PAIRS:
+    for x_key, y_key, m_key in PAIRS:
+        y = tf.convert_to_tensor(out[y_key])
         if m_key not in out:
-            x = tf.convert_to_tensor(out[x_key])
-            out[m_key] = tf.ones(tf.shape(x)[:2], dtype=tf.float32)
+            out[m_key] = tf.ones(tf.shape(tf.convert_to_tensor(out[x_key]))[:2], dtype=tf.float32)
+        if y.dtype.is_floating:
+            missing = tf.math.is_nan(y)
+            observed = tf.logical_not(tf.reduce_any(missing, -1))  # [B, N]
+            out[y_key] = tf.where(missing, tf.zeros_like(y), y)
+            mask = tf.convert_to_tensor(out[m_key])
+            out[m_key] = mask * tf.cast(observed, mask.dtype)
     return out
+
+
+def observed_tasks(batch):
+    """float ``[B]``: 1 for a task with at least one observed real target, else 0 (a
+    batch after :func:`with_masks`)."""
+    import tensorflow as tf
+
+    return tf.cast(tf.reduce_any(batch["mask_t"] > 0.5, 1), tf.float32)
 
 
 def validate_batch(batch, dim_x=None, dim_y=None, where="batch"):
     """Check ranks, matching sizes, masks and finiteness; raise :class:`BatchError`.
 
     Works on NumPy arrays or eager tensors. Padded points (mask 0) may hold anything
-    finite. ``dim_x``/``dim_y`` (if given) are the dims a model was built for.
+    finite. A NaN in ``yc``/``yt`` means "not observed" (:func:`with_masks`); an infinite
+    output value, or a NaN/inf input location, is an error. ``dim_x``/``dim_y`` (if given)
+    are the dims a model was built for.
     """
     if not isinstance(batch, dict):
         raise BatchError(f"{where} must be a dict with keys {REQUIRED}, got {type(batch).__name__}")
@@ -76,10 +95,13 @@ def validate_batch(batch, dim_x=None, dim_y=None, where="batch"):
     for key, arr in arrays.items():
         if arr.dtype.kind != "f":
             continue
-        bad = ~np.isfinite(arr)
+        is_output = key in ("yc", "yt")
+        bad = np.isinf(arr) if is_output else ~np.isfinite(arr)
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise BatchError(f"{where}[{key!r}] has {int(bad.sum())} non-finite value(s) (NaN/inf), "
+            what = ("infinite value(s) (a NaN output means 'not observed'; inf is not a value)"
+                    if is_output else "non-finite value(s) (NaN/inf): an input without a place cannot be used")
+            raise BatchError(f"{where}[{key!r}] has {int(bad.sum())} {what}, "
                              f"first at index {idx}: {arr[idx]}")
     for _, _, m_key in PAIRS:
         if m_key in arrays and not np.isin(arrays[m_key], (0.0, 1.0)).all():

@@ -55,7 +55,8 @@ def summarize_consistency(stds):
 
 
 def batch_metrics(model, batch):
-    """Per-task ``loglik`` [B] and per-point squared errors / coverage hits (NumPy)."""
+    """Per-task ``loglik`` [B], ``observed`` [B] (a task has an observed target) and
+    per-point squared errors / coverage hits at the observed targets (NumPy)."""
     batch = with_masks(batch)
     dist = model.distribution(batch)
     yt = tf.cast(batch["yt"], tf.float32)
@@ -66,6 +67,7 @@ def batch_metrics(model, batch):
     sq_err = ((dist.mean().numpy() - yt.numpy()) ** 2).mean(-1)
     return {
         "loglik": masked_point_mean(logp, batch["mask_t"]).numpy(),
+        "observed": mask.any(1),  # [B]: tasks without an observed target have no loglik
         "sq_err": sq_err[mask],
         "inside95": inside[mask],
     }
@@ -112,14 +114,15 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     gt_key = "gt_loglik_joint" if autoregressive else "gt_loglik"
     for i, batch in enumerate(task.dataset(split, batch_size=batch_size, num_batches=num_batches)):
         m = batch_metrics(model, batch)
-        lls.append(m["loglik"])
+        lls.append(m["loglik"][m["observed"]])  # tasks with nothing observed to score drop out
         sq.append(m["sq_err"])
         inside.append(m["inside95"])
         if gt_key in batch:
-            gts.append(batch[gt_key].numpy())
+            gts.append(batch[gt_key].numpy()[m["observed"]])
         if autoregressive and num_samples:
             samples = model.sample(batch, num_samples, seed=[seed, i])
-            sampled.append(sample_metrics(samples, batch["yt"], with_masks(batch)["mask_t"]))
+            observed = with_masks(batch)  # unobserved (NaN) targets leave the metrics
+            sampled.append(sample_metrics(samples, observed["yt"], observed["mask_t"]))
         if autoregressive and consistency:
             stds.append(np.asarray(order_consistency(model, batch, k=consistency, seed=seed + i)))
     if not lls:

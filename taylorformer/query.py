@@ -114,10 +114,12 @@ def _as_batch(query, where):
         if value.ndim != 3:
             raise BatchError(f"{where}: {key!r} must be [n_points, dim] or [batch, n_points, dim], "
                              f"got shape {np.shape(query[key])}")
-        bad = ~np.isfinite(value)
+        # a NaN context value is an unobserved point (taylorformer.batch.with_masks)
+        bad = np.isinf(value) if key == "yc" else ~np.isfinite(value)
         if bad.any():
             raise BatchError(f"{where}: {key!r} has {int(bad.sum())} non-finite value(s), first at "
-                             f"index {tuple(int(i) for i in np.argwhere(bad)[0])}")
+                             f"index {tuple(int(i) for i in np.argwhere(bad)[0])}"
+                             + (" (NaN means not observed; inf is not a value)" if key == "yc" else ""))
         out[key] = value.astype(np.float32)
     sizes = {k: v.shape[0] for k, v in out.items()}
     if len(set(sizes.values())) > 1:

@@ -160,7 +160,8 @@ class AutoregressiveNP(NeuralProcess):
 
         ``order="given"`` conditions in the order of ``xt``; ``order="random"`` draws a
         fresh order per sample and task, generates in that order and puts the values back,
-        so ``samples[s, b, j]`` always belongs to ``xt[b, j]``. Padded targets are 0.
+        so ``samples[s, b, j]`` always belongs to ``xt[b, j]``. Padded targets are 0. The values
+        of ``yt`` are not read (NaN is fine); context points with a NaN output are unobserved.
         ``seed`` (int) makes the draws reproducible. With ``return_info=True`` returns
         ``(samples, info)``: ``info["params"]`` the conditional parameters each draw used
         (``[S, B, Nt, ...]``, aligned with ``xt``) and ``info["order"] [S, B, Nt]``: the
@@ -190,7 +191,8 @@ class AutoregressiveNP(NeuralProcess):
                                                    for part, m in missing)
                             + " (see taylorformer.decoding): sample with cache=False")
         cache = not missing if cache is None else cache
-        batch = self.prepare(batch)
+        # the target values are never read: a NaN (unknown) target is still drawn
+        batch = self.prepare({**batch, "yt": tf.zeros_like(tf.cast(batch["yt"], tf.float32))})
         batch = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
         b, nt = int(batch["xt"].shape[0]), int(batch["xt"].shape[1])
         rows = tile_batch(batch, num_samples)  # [S*B, ...], sample-major

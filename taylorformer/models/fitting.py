@@ -25,6 +25,7 @@ and, where the batches carry the exact GP predictive, ``gt_loglik`` and ``gap_to
 import keras
 import tensorflow as tf
 
+from taylorformer.batch import observed_tasks, with_masks
 from taylorformer.errors import SpecError
 from taylorformer.inference import loglik
 from taylorformer.target_order import permute_targets
@@ -39,11 +40,13 @@ class MeanWithStderr(keras.metrics.Metric):
         self.squares = self.add_variable(shape=(), initializer="zeros", aggregation="sum", name="squares")
         self.count = self.add_variable(shape=(), initializer="zeros", aggregation="sum", name="count")
 
-    def update_state(self, values):
+    def update_state(self, values, weights=None):
+        """``values [B]``; ``weights [B]`` of 0/1 leave tasks out (no observed target)."""
         values = tf.cast(tf.reshape(values, [-1]), tf.float64)
-        self.total.assign_add(tf.cast(tf.reduce_sum(values), self.dtype))
-        self.squares.assign_add(tf.cast(tf.reduce_sum(values**2), self.dtype))
-        self.count.assign_add(tf.cast(tf.size(values), self.dtype))
+        weights = tf.ones_like(values) if weights is None else tf.cast(tf.reshape(weights, [-1]), tf.float64)
+        self.total.assign_add(tf.cast(tf.reduce_sum(weights * values), self.dtype))
+        self.squares.assign_add(tf.cast(tf.reduce_sum(weights * values**2), self.dtype))
+        self.count.assign_add(tf.cast(tf.reduce_sum(weights), self.dtype))
 
     def result(self):
         return self.total / tf.maximum(self.count, 1.0)
@@ -110,13 +113,16 @@ class FitMixin:
 
     # ------------------------------------------------------------------ steps
     def np_loss(self, batch, training=False):
-        """``(loss, per-task loglik [R])``: loss = -mean over the R rows (float32)."""
+        """``(loss, per-task loglik [R], observed [R])``: loss = -mean over the R rows with
+        an observed target (float32; 0 when none has one: such a batch changes nothing)."""
         if self.num_permutations and training:
             seed = tf.stack([tf.cast(self.permutation_seed, tf.int64),
                              tf.cast(self.optimizer.iterations, tf.int64)])
             batch = permute_targets(batch, seed, self.num_permutations)
         ll = loglik(self, batch, training=training)
-        return -tf.cast(tf.reduce_mean(ll), tf.float32), ll
+        observed = tf.cast(observed_tasks(with_masks(batch)), tf.float64)
+        loss = -tf.reduce_sum(ll * observed) / tf.maximum(tf.reduce_sum(observed), 1.0)
+        return tf.cast(loss, tf.float32), ll, observed
 
     def train_step(self, batch):
         batch = _unpack(batch)
@@ -124,7 +130,7 @@ class FitMixin:
         replicas = strategy.num_replicas_in_sync
         optimizer = self.optimizer
         with tf.GradientTape() as tape:
-            loss, _ = self.np_loss(batch, training=True)
+            loss, _, _ = self.np_loss(batch, training=True)
             # the gradients of the replicas are summed: each contributes 1/R of the mean
             scaled = optimizer.scale_loss(loss / replicas)
         variables = self.trainable_variables
@@ -178,16 +184,16 @@ class FitMixin:
 
     def test_step(self, batch):
         batch = _unpack(batch)
-        loss, ll = self.np_loss(batch)
+        loss, ll, observed = self.np_loss(batch)
         self._loss_tracker.update_state(loss)
-        self.loglik_tracker.update_state(ll)
+        self.loglik_tracker.update_state(ll, observed)
         logs = {"loss": self._loss_tracker.result(), "loglik": self.loglik_tracker.result(),
                 "loglik_stderr": self.loglik_tracker.stderr()}
         gt_key = "gt_loglik_joint" if self.causal else "gt_loglik"
         if gt_key in batch:  # the exact GP predictive: the ceiling and the gap to it
             gt = tf.cast(batch[gt_key], tf.float64)
-            self.gt_tracker.update_state(gt)
-            self.gap_tracker.update_state(gt - tf.cast(ll, tf.float64))
+            self.gt_tracker.update_state(gt, observed)
+            self.gap_tracker.update_state(gt - tf.cast(ll, tf.float64), observed)
             logs.update(gt_loglik=self.gt_tracker.result(), gap_to_gt=self.gap_tracker.result())
         return _logs(logs)
 

@@ -54,7 +54,8 @@ def defective_batches(draw, kind):
         key = draw(st.sampled_from(["xt", "yt"] + (["xc", "yc"] if nc else [])))
         arr = batch[key]
         idx = tuple(draw(st.integers(0, s - 1)) for s in arr.shape)
-        arr[idx] = draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+        # a NaN output value means "not observed" (valid); inputs must be finite
+        arr[idx] = draw(st.sampled_from(([] if key.startswith("y") else [np.nan]) + [np.inf, -np.inf]))
     elif kind == "mask_shape":
         key = "mask_t"
         batch[key] = np.ones((b, nt + 1), np.float32)

@@ -124,10 +124,10 @@ def test_bad_batches_raise_clear_errors():
     batch = random_batch(rng)
     with pytest.raises(BatchError, match=r"xt.*\[batch, n_points, dim\]"):
         model({**batch, "xt": batch["xt"][0]})
-    nan = batch["yc"].copy()
-    nan[1, 2, 0] = np.nan
-    with pytest.raises(BatchError, match=r"yc.*NaN.*\(1, 2, 0\)"):
-        model({**batch, "yc": nan})
+    nan = batch["xc"].copy()
+    nan[1, 2, 0] = np.nan  # an input without a place (a NaN output is a missing value)
+    with pytest.raises(BatchError, match=r"xc.*NaN.*\(1, 2, 0\)"):
+        model({**batch, "xc": nan})
     with pytest.raises(BatchError, match="model expects inputs of dim 1"):
         model(random_batch(rng, dx=2))
 

@@ -128,10 +128,15 @@ def test_bad_query_files_name_the_file_and_the_field(tmp_path):
     with pytest.raises(BatchError, match=r"in.csv.*no \['xc', 'yc'\]"):
         read_query(str(tmp_path / "in.csv"))
     bad = _query()
-    bad["yc"][1, 3, 0] = np.nan
+    bad["xc"][1, 3, 0] = np.nan  # an input without a place
     np.savez(tmp_path / "nan.npz", **bad)
-    with pytest.raises(BatchError, match=r"nan.npz: 'yc' has 1 non-finite value\(s\), first at index \(1, 3, 0\)"):
+    with pytest.raises(BatchError, match=r"nan.npz: 'xc' has 1 non-finite value\(s\), first at index \(1, 3, 0\)"):
         read_query(str(tmp_path / "nan.npz"))
+    bad = _query()
+    bad["yc"][1, 3, 0] = np.inf
+    np.savez(tmp_path / "inf.npz", **bad)
+    with pytest.raises(BatchError, match=r"inf.npz: 'yc' has 1 non-finite value\(s\).*NaN means not observed"):
+        read_query(str(tmp_path / "inf.npz"))
     (tmp_path / "q.txt").write_text("1")
     with pytest.raises(BatchError, match="q.txt: unsupported file type '.txt'"):
         read_query(str(tmp_path / "q.txt"))

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from taylorformer import components, registry
+from taylorformer import task as task_module
 from taylorformer.errors import TaskError
 from taylorformer.task import available_memory, make_task
 from taylorformer.tasks.csv_series import LAI_COLUMNS, DataFileNotFoundError
@@ -135,16 +136,17 @@ def test_spatial_unknown_key_is_a_task_error_with_suggestion(name):
         make_task(name, {"num_contxt": 3})
 
 
-def test_gp_with_100k_targets_refused_before_allocating():
+def test_gp_with_100k_targets_refused_before_allocating(monkeypatch):
     """The exact GP of Nc + Nt = 100,032 points needs 8 N^2 (2 Dx + 4) bytes; the error states
     the estimate (formula computed here) and the limit, at construction."""
     n = 32 + 100_000
     expected = 4 * n * 3 + 8 * n * n * (2 * 1 + 4)
+    limit, source = available_memory()  # MemAvailable moves between two reads: hold it fixed
+    monkeypatch.setattr(task_module, "available_memory", lambda: (limit, source))
     with pytest.raises(TaskError) as info:
         make_task("gp", {"num_target": 100_000})
     message = str(info.value)
     assert f"{expected} bytes" in message and "8 (Nc + Nt)^2 (2 D + 4)" in message
-    limit, source = available_memory()
     assert "at most" in message and f"{limit} bytes" in message and source in message
 
 

@@ -13,12 +13,22 @@ Protocol, for the selected ``T`` time steps (``time_range``) and ``Ny x Nx`` cel
   steps ``[0, floor(a T))``, validation up to ``floor((a + b) T)``, test the rest; a
   window lies inside one split.
 * Standardisation: ``(y - mean) / std`` with the mean and population std (ddof 0) of
-  every training cell, computed in one streamed pass over the selection.
+  every observed (non-NaN) training cell, computed in one streamed pass over the selection.
 * A task: a window start drawn uniformly in the split (val/test: fixed seeds, the same
   tasks in every run), then ``Nc`` context and ``Nt`` target cells drawn without
   replacement among the ``W Ny Nx`` cells of the window (``targets="any"``), or the
   targets from the last step and the context from the earlier ones (``targets="last"``:
   forecasting the next field).
+* Missing values (NaN cells: land in a sea-surface field, clouds in a satellite product),
+  ``nan_policy``: ``"mask"`` (default) keeps them as NaN outputs in the batches: such a
+  cell is never an observed context point nor a scored target
+  (:func:`taylorformer.batch.with_masks`). ``"drop"`` draws the context and target cells
+  only among the observed cells of the window (a window with fewer than
+  ``num_context[0] + num_target[0]`` of them, per side with ``targets="last"``, is never
+  drawn; ``Nt`` then ``Nc`` are cut to what a window holds, ``Nt`` never below its
+  minimum). ``"error"`` refuses a selection with a NaN cell, naming the count and the
+  first one. An infinite cell, and a NaN/NaT coordinate or time, are errors whatever the
+  policy.
 * Inputs ``x = [space, t]``: space is ``(lat, lon)`` in degrees (``space="latlon"``:
   what the BSA-TNP geodesic bias reads, ``coords="latlon"``) or unit vectors
   (``space="xyz"``), or the planar grid's ``(y, x)`` coordinate values; longitudes are
@@ -33,10 +43,8 @@ Batch: ``xc [B, Nc, Ds + 1]``, ``yc [B, Nc, 1]``, ``xt``, ``yt``, ``mask_c``/``m
 time step of each task's window (an index into :attr:`GriddedTask.times`).
 
 Reading is lazy: only the coordinates are read at construction, then the selection is
-streamed once (statistics and the NaN check) in blocks of time steps, and each task reads
-its window of the selected region. NaN in the selection is an error today (it names the
-file, the variable, the count and the first NaN cell); choose a region or time range
-without them (e.g. sea-surface fields over land).
+streamed once (statistics, observed cells per time step and the NaN/inf check) in blocks
+of time steps, and each task reads its window of the selected region.
 """
 import os
 from pathlib import Path
@@ -54,6 +62,7 @@ OWNER = "gridded task"
 LAT_NAMES, LON_NAMES = ("latitude", "lat"), ("longitude", "lon")
 SPACES = ("latlon", "xyz")
 TARGETS = ("any", "last")
+NAN_POLICIES = ("mask", "drop", "error")
 #: float64 values read per block of the streamed statistics pass
 BLOCK_VALUES = 2**22
 
@@ -126,6 +135,7 @@ class GriddedTask(Task):
         space: ``"latlon"`` or ``"xyz"`` on the sphere (ignored on a planar grid).
         engine: xarray engine for a netCDF file (None: xarray's choice).
         time_dim: name of the time dimension (default: ``time``, else the datetime one).
+        nan_policy: NaN cells: ``"mask"``, ``"drop"`` or ``"error"`` (module docstring).
     """
 
     name = "gridded"
@@ -133,7 +143,7 @@ class GriddedTask(Task):
 
     def __init__(self, path=None, variable=None, region=None, time_range=None, select=None,
                  window_length=1, num_context=(64, 256), num_target=256, targets="any",
-                 split=(0.7, 0.1, 0.2), space="latlon", engine=None, time_dim=None):
+                 split=(0.7, 0.1, 0.2), space="latlon", engine=None, time_dim=None, nan_policy="mask"):
         if path is None:
             raise TaskError(f"{OWNER} needs path= (a netCDF file or zarr store, or an xarray/NumPy object)")
         self.path = str(path) if isinstance(path, (str, os.PathLike)) else None
@@ -144,6 +154,7 @@ class GriddedTask(Task):
         self.num_target = count_range("num_target", num_target, 1, owner=OWNER)
         self.targets = check_choice(OWNER, "targets", targets, TARGETS)
         self.space = check_choice(OWNER, "space", space, SPACES)
+        self.nan_policy = check_choice(OWNER, "nan_policy", nan_policy, NAN_POLICIES)
         self.split = check_split(split, OWNER)
         if engine is not None and not isinstance(engine, str):
             raise TaskError(f"{OWNER} 'engine' must be None or an xarray engine name, got {engine!r}")
@@ -172,7 +183,8 @@ class GriddedTask(Task):
                 raise TaskError(f"the {s} split of {self.where} (variable {self.variable!r}) has "
                                 f"{hi - lo} time steps (steps {lo}..{hi - 1} of {len(self.times)}, "
                                 f"split {self.split}) but a window needs window_length = {self.window_length}")
-        self.mean, self.std = self._scan()
+        self.mean, self.std, observed = self._scan()
+        self.starts = self._window_starts(observed)
         self.dim_x = self.space_inputs.shape[-1] + 1
         self.check_memory()
 
@@ -226,7 +238,14 @@ class GriddedTask(Task):
 
     # ------------------------------------------------------------------ selection
     def _coords(self, field, dim):
-        return _axis(field[dim].values if dim in field.coords else None, field.sizes[dim])
+        """``[n]`` values of ``dim`` (:func:`_axis`); a NaN/NaT/inf one is a TaskError."""
+        values = _axis(field[dim].values if dim in field.coords else None, field.sizes[dim])
+        bad = np.isnat(values) if np.issubdtype(values.dtype, np.datetime64) else ~np.isfinite(values)
+        if bad.any():
+            raise TaskError(f"coordinate {dim!r} of {self.where} has {int(bad.sum())} NaN/NaT/inf value(s), "
+                            f"the first at index {int(np.argmax(bad))}: a value without a place or time "
+                            f"cannot be used")
+        return values
 
     def _region_index(self, field, dim, values):
         """Indices along spatial ``dim`` inside ``region`` and the coordinates there."""
@@ -303,23 +322,35 @@ class GriddedTask(Task):
             raise TaskError(f"{OWNER}: num_context + num_target allow {self.max_context} + "
                             f"{self.max_target} cells but a window has {w} x {ny} x {nx} = {w * cells}")
 
+    def _cell(self, index):
+        """Text naming selected cell ``index = (step, row, column)`` by its coordinates."""
+        t, i, j = index
+        return (f"{self.time_dim}={self.times[t]}, {self.space_dims[0]}={self.grid[0][i]:g}, "
+                f"{self.space_dims[1]}={self.grid[1][j]:g}")
+
     def _scan(self):
-        """One streamed pass over the selection: the NaN check and the training
-        ``(mean, std)`` (Chan et al.'s pairwise combination of block statistics)."""
+        """One streamed pass over the selection: ``(mean, std, observed)``, the training
+        statistics over the observed cells (Chan et al.'s pairwise combination of block
+        statistics) and ``observed [T]``, the non-NaN cells of every time step. NaN cells are
+        a TaskError with ``nan_policy="error"``, infinite cells always."""
         n_steps, cells = self.data.shape[0], int(np.prod(self.data.shape[1:]))
         step = max(1, BLOCK_VALUES // max(cells, 1))
         lo, hi = self.split_bounds["train"]
-        count, mean, m2, nan_cells, first_nan = 0, 0.0, 0.0, 0, None
+        count, mean, m2 = 0, 0.0, 0.0
+        observed = np.zeros(n_steps, np.int64)
+        bad = {"non-finite": [0, None], "infinite": [0, None]}  # kind -> [count, first cell]
         for a in range(0, n_steps, step):
             block = np.asarray(self.data[a:a + step].values, np.float64)
-            bad = ~np.isfinite(block)
-            if bad.any():
-                if first_nan is None:
-                    first_nan = tuple(int(i) for i in np.argwhere(bad)[0])
-                    first_nan = (a + first_nan[0],) + first_nan[1:]
-                nan_cells += int(bad.sum())
-                continue
+            finite = np.isfinite(block)
+            observed[a:a + len(block)] = finite.reshape(len(block), -1).sum(1)
+            for kind, flags in (("non-finite", ~finite), ("infinite", np.isinf(block))):
+                if flags.any():
+                    if bad[kind][1] is None:
+                        first = np.argwhere(flags)[0]
+                        bad[kind][1] = (a + int(first[0]), int(first[1]), int(first[2]))
+                    bad[kind][0] += int(flags.sum())
             train = block[max(lo - a, 0):max(min(hi - a, len(block)), 0)]
+            train = train[np.isfinite(train)]
             if train.size:
                 n_b, mean_b = train.size, train.mean()
                 m2_b = ((train - mean_b) ** 2).sum()
@@ -327,18 +358,49 @@ class GriddedTask(Task):
                 mean += delta * n_b / total
                 m2 += m2_b + delta ** 2 * count * n_b / total
                 count = total
-        if nan_cells:
-            t, i, j = first_nan
+        if self.nan_policy == "error" and bad["non-finite"][0]:
             raise TaskError(
-                f"variable {self.variable!r} of {self.where} has {nan_cells} NaN/inf cell(s) in the "
-                f"selection, the first at {self.time_dim}={self.times[t]}, {self.space_dims[0]}="
-                f"{self.grid[0][i]:g}, {self.space_dims[1]}={self.grid[1][j]:g}; missing values are not "
-                f"supported yet: choose a region/time_range without them")
+                f"variable {self.variable!r} of {self.where} has {bad['non-finite'][0]} NaN/inf cell(s) in the "
+                f"selection, the first at {self._cell(bad['non-finite'][1])} (nan_policy='error'): choose a "
+                f"region/time_range without them, or pass nan_policy='mask' or 'drop' for missing values")
+        if bad["infinite"][0]:
+            raise TaskError(f"variable {self.variable!r} of {self.where} has {bad['infinite'][0]} infinite "
+                            f"cell(s) in the selection, the first at {self._cell(bad['infinite'][1])}: inf is "
+                            f"not a value (a NaN cell is a missing value, nan_policy={self.nan_policy!r})")
+        if count == 0:
+            raise TaskError(f"variable {self.variable!r} of {self.where} has no observed (non-NaN) cell in "
+                            f"the {hi - lo} training steps (steps {lo}..{hi - 1} of the selection): "
+                            f"cannot standardise; choose another region/time_range or split")
         std = float(np.sqrt(m2 / count))
         if not std > 0:
             raise TaskError(f"variable {self.variable!r} of {self.where} is constant over the training "
                             f"steps: cannot standardise")
-        return float(mean), std
+        return float(mean), std, observed
+
+    def _window_starts(self, observed):
+        """``{split: [n] int64}`` first steps of the windows a task may use: every window
+        inside the split; with ``nan_policy="drop"`` only those whose observed cells
+        (``observed [T]`` per step) allow the smallest counts."""
+        w, csum = self.window_length, np.concatenate([[0], np.cumsum(observed)])
+        starts = {}
+        for s, (lo, hi) in self.split_bounds.items():
+            index = np.arange(lo, hi - w + 1)
+            if self.nan_policy == "drop":
+                if self.targets == "last":
+                    ok = ((csum[index + w - 1] - csum[index] >= self.num_context[0])
+                          & (observed[index + w - 1] >= self.num_target[0]))
+                    need = (f"num_context[0] = {self.num_context[0]} observed cells in its first {w - 1} "
+                            f"step(s) and num_target[0] = {self.num_target[0]} in its last")
+                else:
+                    ok = csum[index + w] - csum[index] >= self.num_context[0] + self.num_target[0]
+                    need = f"num_context[0] + num_target[0] = {self.num_context[0] + self.num_target[0]} observed cells"
+                if not ok.any():
+                    raise TaskError(f"no window of the {s} split of {self.where} (variable {self.variable!r}, "
+                                    f"steps {lo}..{hi - 1}, window_length {w}) has {need} "
+                                    f"(nan_policy='drop'); lower the minimum counts or use nan_policy='mask'")
+                index = index[ok]
+            starts[s] = index
+        return starts
 
     # ------------------------------------------------------------------ queries
     def get_config(self):
@@ -348,7 +410,7 @@ class GriddedTask(Task):
                 "select": self.select or None, "window_length": self.window_length,
                 "num_context": list(self.num_context), "num_target": list(self.num_target),
                 "targets": self.targets, "split": list(self.split), "space": self.space,
-                "engine": self.engine, "time_dim": self.time_dim}
+                "engine": self.engine, "time_dim": self.time_dim, "nan_policy": self.nan_policy}
 
     def to_original_units(self, y):
         """Undo the standardisation: float64 in the variable's units."""
@@ -387,8 +449,9 @@ class GriddedTask(Task):
         """Maps of the first ``num_tasks`` tasks of ``batch`` in the variable's units: the
         true values, the predictive mean and std at the target cells of one time step (the
         one with the most targets), context cells of that step marked; one row of three
-        axes per task (``axes``: ``num_tasks x 3``). ``num_samples`` is unused (maps show
-        the marginal predictive)."""
+        axes per task (``axes``: ``num_tasks x 3``). Missing (NaN) target cells are gaps in
+        the truth map (the predictive maps fill them); missing context cells are not marked.
+        ``num_samples`` is unused (maps show the marginal predictive)."""
         from matplotlib.figure import Figure
 
         from taylorformer.inference import predict
@@ -411,23 +474,25 @@ class GriddedTask(Task):
             t_steps, c_steps = batch["xt"][i, :, -1], batch["xc"][i, :, -1]
             values, counts = np.unique(t_steps[real_t], return_counts=True)
             step = values[np.argmax(counts)]
-            pick, ctx = real_t & (t_steps == step), real_c & (c_steps == step)
+            pick = real_t & (t_steps == step)
+            ctx = real_c & (c_steps == step) & ~np.isnan(batch["yc"][i, :, 0])
+            seen = ~np.isnan(batch["yt"][i, pick, 0])  # the observed targets of the step
 
             def where(x):  # [N, 2] (row coordinate, column coordinate) of space inputs
                 return xyz_to_latlon(x[:, :3].astype(np.float64)) if self.dim_x == 4 else x[:, :2]
 
             target, context = where(batch["xt"][i, pick]), where(batch["xc"][i, ctx])
-            truth = self.to_original_units(batch["yt"][i, pick, 0])
+            truth = self.to_original_units(batch["yt"][i, pick, 0][seen])
             j = int(round((step + 1) * (self.window_length - 1) / 2)) if self.window_length > 1 else 0
             when = self.times[int(batch["window_start"][i]) + j] if "window_start" in batch else f"step {j}"
             if np.issubdtype(np.asarray(when).dtype, np.datetime64):
                 when = np.datetime_as_string(when, unit="m")
             both = np.concatenate([truth, mean[i, pick]])  # truth and mean share one colour scale
-            for ax, data, label, scale in (
-                    (axes[i, 0], truth, "truth", (both.min(), both.max())),
-                    (axes[i, 1], mean[i, pick], "predictive mean", (both.min(), both.max())),
-                    (axes[i, 2], std[i, pick], "predictive std", (None, None))):
-                image = ax.scatter(target[:, 1], target[:, 0], c=data, s=18, cmap="viridis", marker="s",
+            for ax, cells, data, label, scale in (
+                    (axes[i, 0], target[seen], truth, "truth", (both.min(), both.max())),
+                    (axes[i, 1], target, mean[i, pick], "predictive mean", (both.min(), both.max())),
+                    (axes[i, 2], target, std[i, pick], "predictive std", (None, None))):
+                image = ax.scatter(cells[:, 1], cells[:, 0], c=data, s=18, cmap="viridis", marker="s",
                                    vmin=scale[0], vmax=scale[1])
                 ax.scatter(context[:, 1], context[:, 0], s=10, facecolors="none", edgecolors="red",
                            linewidths=0.6, label="context")
@@ -442,7 +507,6 @@ class GriddedTask(Task):
 
     # ------------------------------------------------------------------ data
     def sample(self, rng, batch_size, split):
-        lo, hi = self.split_bounds[split]
         ny, nx = self.space_inputs.shape[:2]
         cells, w, ds = ny * nx, self.window_length, self.dim_x - 1
         out = empty_batch(batch_size, self.max_context, self.max_target, self.dim_x, 1)
@@ -451,16 +515,23 @@ class GriddedTask(Task):
             out[key] = np.zeros((batch_size, n, width), np.float32)
         out["window_start"] = np.zeros(batch_size, np.int64)
         space, times = self.space_inputs.reshape(cells, ds), self.time_inputs()
+        starts = self.starts[split]
         for b in range(batch_size):
-            start = int(rng.integers(lo, hi - w + 1))
+            start = int(starts[rng.integers(len(starts))])
             values = ((self.read_window(start) - self.mean) / self.std).reshape(-1)  # [W * cells]
             nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))
             nt = int(rng.integers(self.num_target[0], self.num_target[1] + 1))
+            # the cells a task may draw: all, or the observed ones with nan_policy="drop"
+            pool = np.flatnonzero(~np.isnan(values)) if self.nan_policy == "drop" else np.arange(w * cells)
             if self.targets == "last":
-                context = rng.choice((w - 1) * cells, nc, replace=False)
-                target = (w - 1) * cells + rng.choice(cells, nt, replace=False)
+                earlier = np.searchsorted(pool, (w - 1) * cells)
+                nc, nt = min(nc, earlier), min(nt, len(pool) - earlier)
+                context = rng.choice(pool[:earlier], nc, replace=False)
+                target = rng.choice(pool[earlier:], nt, replace=False)
             else:
-                cells_drawn = rng.permutation(w * cells)[:nc + nt]
+                nt = max(min(nt, len(pool) - nc), self.num_target[0])
+                nc = min(nc, len(pool) - nt)
+                cells_drawn = pool[rng.permutation(len(pool))[:nc + nt]]
                 context, target = cells_drawn[:nc], cells_drawn[nc:]
             for side, index, n in (("c", context, nc), ("t", target, nt)):
                 s, t = space[index % cells], times[index // cells, None]

@@ -10,6 +10,7 @@ import xarray as xr
 import taylorformer as tfm
 from taylorformer import runs, training
 from taylorformer.errors import TaskError
+from taylorformer.evaluation import evaluate
 from taylorformer.task import make_task
 from taylorformer.tasks import from_xarray
 from taylorformer.tasks import gridded
@@ -44,7 +45,8 @@ def collect(task, split, batch_size=4, num_batches=2):
 
 def check_cells(task, batch, field, times, lats, lons):
     """Every real point of ``batch`` holds the standardised value of the cell its inputs
-    name: time step j of the window (t = -1 + 2j/(W-1)) and the grid cell (lat, lon)."""
+    name: time step j of the window (t = -1 + 2j/(W-1)) and the grid cell (lat, lon); NaN
+    where that cell is NaN."""
     w = task.window_length
     for b in range(len(batch["window_start"])):
         start = batch["window_start"][b]
@@ -60,7 +62,7 @@ def check_cells(task, batch, field, times, lats, lons):
                 i_lon = int(np.flatnonzero(np.isclose(np.mod(lons - lon, 360.0), 0.0, atol=1e-4)
                                            | np.isclose(np.mod(lons - lon, 360.0), 360.0, atol=1e-4))[0])
                 raw = field[times[start + j], i_lat, i_lon]
-                assert value == pytest.approx((raw - task.mean) / task.std, abs=1e-5)
+                assert value == pytest.approx((raw - task.mean) / task.std, abs=1e-5, nan_ok=True)
                 seen.add((j, i_lat, i_lon))
         assert len(seen) == int(batch["mask_c"][b].sum() + batch["mask_t"][b].sum())  # disjoint cells
 
@@ -200,9 +202,9 @@ def test_missing_file_and_nan_cells_are_named(tmp_path):
     path = write_era5(tmp_path, name="nan.nc", field=field)
     with pytest.raises(TaskError, match=r"variable 't2m' of data file .*nan.nc.* has 2 NaN/inf cell\(s\)"
                                         r".*first at time=2020-01-02T06:00.*latitude=30, longitude=90"):
-        make_task("gridded", {"path": str(path), "num_context": 4, "num_target": 4})
+        make_task("gridded", {"path": str(path), "num_context": 4, "num_target": 4, "nan_policy": "error"})
     task = make_task("gridded", {"path": str(path), "time_range": ["2020-01-03", "2020-01-07"],
-                                 "num_context": 4, "num_target": 4})  # a range without them
+                                 "num_context": 4, "num_target": 4, "nan_policy": "error"})  # a range without them
     assert len(task.times) == 17
     (tmp_path / "junk.nc").write_text("not a netCDF file")
     with pytest.raises(TaskError, match="cannot read data file .*junk.nc.* as netCDF"):
@@ -278,3 +280,116 @@ def test_zarr_stores_read_with_zarr_or_say_what_to_install(tmp_path):
     ds.to_zarr(store)
     task = from_xarray(str(store), num_context=4, num_target=4)
     assert task.mean == pytest.approx(era5_field()[:28].mean()) and task.rebuildable
+
+
+# ----------------------------------------------------------------------------- missing cells
+def field_with_gaps():
+    """``(field [40, 9, 12], missing)``: "land" (two columns of cells NaN at every step), a
+    "cloud" (a 3 x 4 block NaN for steps 10..14) and step 33 wholly NaN."""
+    field = era5_field()
+    missing = np.zeros(field.shape, bool)
+    missing[:, :, 4:6] = True
+    missing[10:15, 2:5, 6:10] = True
+    missing[33] = True
+    return np.where(missing, np.nan, field), missing
+
+
+def test_nan_cells_are_masked_outputs_standardised_over_observed_cells(tmp_path, monkeypatch):
+    monkeypatch.setattr(gridded, "BLOCK_VALUES", 3 * 9 * 12)  # three steps per block: a streamed pass
+    field, missing = field_with_gaps()
+    path = write_era5(tmp_path, name="gaps.nc", field=field)
+    task = make_task("gridded", {"path": str(path), "window_length": 2, "num_context": [10, 30],
+                                 "num_target": 40})
+    assert task.nan_policy == "mask" and task.get_config()["nan_policy"] == "mask"
+    train = field[:28]  # split 0.7 of 40 steps
+    assert task.mean == pytest.approx(np.nanmean(train), rel=1e-12)
+    assert task.std == pytest.approx(np.nanstd(train), rel=1e-12)
+    nan_points = 0
+    for split in ("train", "test"):
+        batch = collect(task, split)
+        check_cells(task, batch, field, np.arange(40), LAT, LON)  # NaN exactly at the NaN cells
+        nan_points += sum(int(np.isnan(batch["y" + s][batch["mask_" + s] > 0]).sum()) for s in ("c", "t"))
+    assert nan_points > 0
+    batch = collect(task, "val", num_batches=1)
+    model = tfm.build_model({**TINY, "dim_x": task.dim_x, "dim_y": 1})
+    assert np.isfinite(tfm.loglik(model, batch).numpy()).all()
+    trainer = training.train(TINY, task, out_dir=str(tmp_path / "run"), steps=3, batch_size=2, val_every=3,
+                             val_batches=1, verbose=0, tensorboard=False, jit_compile=False)
+    metrics = evaluate(trainer.model, task, "test", batch_size=2, num_batches=2)
+    assert np.isfinite(metrics["loglik"]["mean"]) and np.isfinite(metrics["rmse"])
+    # the plot: missing target cells are gaps in the truth map, the predictive maps fill them
+    batch = {k: v.numpy() for k, v in next(iter(task.dataset("test", batch_size=2))).items()}
+    batch["yt"][0, :10, 0] = np.nan  # more gaps, whatever the cells drawn
+    fig = task.plot(trainer.model, batch, num_tasks=1)
+    truth, mean = fig.axes[0].collections[0], fig.axes[1].collections[0]
+    steps, counts = np.unique(batch["xt"][0, :, 2], return_counts=True)
+    step = steps[np.argmax(counts)]
+    at_step = batch["xt"][0, :, 2] == step
+    seen = at_step & ~np.isnan(batch["yt"][0, :, 0])
+    assert len(truth.get_offsets()) == seen.sum() < at_step.sum() == len(mean.get_offsets())
+    np.testing.assert_allclose(truth.get_offsets(), batch["xt"][0, seen][:, [1, 0]])
+    np.testing.assert_allclose(truth.get_array(), task.to_original_units(batch["yt"][0, seen, 0]), rtol=1e-6)
+    assert np.isfinite(mean.get_array()).all()
+
+
+def test_nan_policy_drop_draws_only_observed_cells(tmp_path):
+    field, missing = field_with_gaps()
+    path = write_era5(tmp_path, name="gaps.nc", field=field)
+    task = make_task("gridded", {"path": str(path), "window_length": 1, "num_context": [50, 60],
+                                 "num_target": [30, 48], "nan_policy": "drop"})
+    # step 33 (test split, steps 32..39) has no observed cell: never a window
+    assert 33 not in task.starts["test"] and len(task.starts["test"]) == 7
+    batch = collect(task, "test", batch_size=8, num_batches=2)
+    assert 33 not in batch["window_start"]
+    check_cells(task, batch, field, np.arange(40), LAT, LON)
+    for side in ("c", "t"):
+        real = batch["mask_" + side] > 0
+        assert not np.isnan(batch["y" + side][real]).any()
+    # a step holds 9 x 10 = 90 observed cells: Nc + Nt (up to 108) are cut to them, Nt first
+    totals = batch["mask_c"].sum(1) + batch["mask_t"].sum(1)
+    assert totals.max() <= 90 and (batch["mask_t"].sum(1) >= 30).all() and (batch["mask_c"].sum(1) >= 50).all()
+    # the cloudy steps 10..14 hold 78 observed cells, fewer than the minimum 50 + 30
+    assert (~missing[10:15]).sum((1, 2)).tolist() == [78] * 5
+    np.testing.assert_array_equal(task.starts["train"], np.setdiff1d(np.arange(28), np.arange(10, 15)))
+    train = collect(task, "train", batch_size=8, num_batches=4)
+    check_cells(task, train, field, np.arange(40), LAT, LON)
+    assert not np.isnan(train["yc"]).any() and not np.isnan(train["yt"]).any()
+    # targets="last": the targets' step needs 90 observed cells (not a cloudy one), the context 20
+    last = make_task("gridded", {"path": str(path), "window_length": 3, "targets": "last", "num_context": 20,
+                                 "num_target": 90, "nan_policy": "drop"})
+    np.testing.assert_array_equal(last.starts["train"], np.setdiff1d(np.arange(26), np.arange(8, 13)))
+    batch = collect(last, "train")
+    assert (batch["mask_t"].sum(1) == 90).all() and not np.isnan(batch["yt"]).any()
+    check_cells(last, batch, field, np.arange(40), LAT, LON)
+    with pytest.raises(TaskError, match=r"no window of the train split of data file .*gaps.nc.* \(variable 't2m', "
+                                        r"steps 0..27, window_length 1\) has num_context\[0\] \+ num_target\[0\] "
+                                        r"= 100 observed cells \(nan_policy='drop'\)"):
+        make_task("gridded", {"path": str(path), "num_context": 60, "num_target": 40, "nan_policy": "drop"})
+
+
+def test_nan_policy_errors_name_the_file_variable_and_cell(tmp_path):
+    field, _ = field_with_gaps()
+    path = write_era5(tmp_path, name="gaps.nc", field=field)
+    counts = {"num_context": 4, "num_target": 4}
+    with pytest.raises(TaskError, match=r"'nan_policy' must be one of 'mask', 'drop', 'error', got 'skip'"):
+        make_task("gridded", {"path": str(path), "nan_policy": "skip"})
+    infinite = era5_field()
+    infinite[3, 1, 2] = np.inf
+    with pytest.raises(TaskError, match=r"variable 't2m' of data file .*inf.nc.* has 1 infinite cell\(s\).*first at "
+                                        r"time=2020-01-01T18:00.*latitude=45, longitude=60"):
+        make_task("gridded", {"path": str(write_era5(tmp_path, name="inf.nc", field=infinite)), **counts})
+    unobserved = era5_field()
+    unobserved[:28] = np.nan
+    with pytest.raises(TaskError, match=r"variable 't2m' of data file .*dark.nc.* has no observed \(non-NaN\) cell "
+                                        r"in the 28 training steps"):
+        make_task("gridded", {"path": str(write_era5(tmp_path, name="dark.nc", field=unobserved)), **counts})
+    ds = xr.Dataset({"t2m": (("time", "latitude", "longitude"), era5_field())},
+                    coords={"time": TIMES, "latitude": np.where(np.arange(9) == 4, np.nan, LAT), "longitude": LON})
+    with pytest.raises(TaskError, match=r"coordinate 'latitude' of the given data has 1 NaN/NaT/inf value\(s\), "
+                                        r"the first at index 4"):
+        from_xarray(ds, **counts)
+    times = TIMES.to_numpy().copy()
+    times[6] = np.datetime64("NaT")
+    with pytest.raises(TaskError, match=r"coordinate 'time' of the given data has 1 NaN/NaT/inf value\(s\), "
+                                        r"the first at index 6"):
+        from_xarray(ds.assign_coords(latitude=LAT, time=times), **counts)

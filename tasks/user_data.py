@@ -19,7 +19,7 @@ import numpy as np
 
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
-from taylorformer.task import MAX_COUNT, Task, check_bool, check_int, count_range
+from taylorformer.task import MAX_COUNT, Task, check_bool, check_choice, check_int, count_range
 from taylorformer.tasks.csv_series import SPLITS, CSVSeriesTask, check_split, split_cuts
 from taylorformer.tasks.gridded import GriddedTask
 
@@ -45,9 +45,14 @@ def from_xarray(data, variable=None, **options):
     return GriddedTask(path=data, variable=variable, **options)
 
 
-def _array(name, value, rows=None):
-    """``value`` as a finite float64 ``[N, D]`` array (``[N]`` -> ``[N, 1]``); TaskError
-    naming the array, its shape or its non-finite entries."""
+#: NaN in the outputs of :class:`ArraySetTask`: kept as missing values, points dropped, or an error
+NAN_POLICIES = ("mask", "drop", "error")
+
+
+def _array(name, value, rows=None, missing=False):
+    """``value`` as a float64 ``[N, D]`` array (``[N]`` -> ``[N, 1]``), finite or (``missing``)
+    NaN where a value is missing; TaskError naming the array, its shape or the row and
+    column of its first refused entry (NaN/inf, or inf with ``missing``)."""
     try:
         arr = np.asarray(value, np.float64)
     except (TypeError, ValueError) as exc:
@@ -58,9 +63,12 @@ def _array(name, value, rows=None):
         raise TaskError(f"from_arrays: {name} must be [N, D] (or [N]) with N, D >= 1, got shape {arr.shape}")
     if rows is not None and arr.shape[0] != rows:
         raise TaskError(f"from_arrays: {name} has {arr.shape[0]} rows but x has {rows}")
-    bad = ~np.isfinite(arr)
+    bad = np.isinf(arr) if missing else ~np.isfinite(arr)
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
+        if missing:
+            raise TaskError(f"from_arrays: {name} holds {int(bad.sum())} infinite value(s), the first at "
+                            f"row {row}, column {col}: inf is not a value (NaN marks a missing one)")
         raise TaskError(f"from_arrays: {name} holds {int(bad.sum())} NaN/inf value(s), the first at "
                         f"row {row}, column {col}; drop or fill them first")
     return arr
@@ -72,10 +80,14 @@ def from_arrays(x=None, y=None, groups=None, dates=None, names=None, **options):
     * Sets of points (``x`` given): ``x [N, Dx]`` inputs and ``y [N, Dy]`` outputs (``[N]``
       is one dim), optionally ``groups [N]`` labels (one function per group: a subject,
       a station, a curve). See :class:`ArraySetTask` for the options (``num_context``,
-      ``num_target``, ``split``, ``standardise``, ``split_seed``).
+      ``num_target``, ``split``, ``standardise``, ``split_seed``, ``nan_policy``).
     * A series (``x`` None): ``y [T, Dy]`` (or ``[T]``) rows in time order, optionally
       ``dates [T]`` and column ``names``: the csv forecasting task on it (see
-      :func:`from_dataframe` for the options; ``target_columns`` are all the columns).
+      :func:`from_dataframe` for the options; ``target_columns`` are all the columns; its
+      ``nan_policy`` handles NaN in ``y``).
+
+    NaN in ``y`` is a missing value (``nan_policy``); NaN or inf in ``x`` and inf in ``y``
+    are errors naming the array, row and column.
     """
     import pandas as pd
 
@@ -87,7 +99,7 @@ def from_arrays(x=None, y=None, groups=None, dates=None, names=None, **options):
         return ArraySetTask(x, y, groups=groups, **options)
     if groups is not None:
         raise TaskError("from_arrays: groups are for sets of points (with x), not a series")
-    values = _array("y", y)
+    values = _array("y", y, missing=options.get("nan_policy") != "error")
     names = [f"y{j}" for j in range(values.shape[1])] if names is None else [str(n) for n in np.atleast_1d(names)]
     if len(names) != values.shape[1]:
         raise TaskError(f"from_arrays: names has {len(names)} entries for {values.shape[1]} columns of y")
@@ -109,19 +121,37 @@ class ArraySetTask(Task):
     (uniformly), then ``Nc ~ U{num_context}`` context and ``Nt ~ U{num_target}`` target
     points without replacement among that group's points; a group with fewer than
     ``Nc + Nt`` points gives all of them (``Nt`` is cut first, never below its minimum).
-    ``standardise``: z-scores of x and y with the training points' mean and std
-    (``to_original_units`` undoes them for y). Batches are padded to the largest ``Nc``/
-    ``Nt``; val/test batches use fixed seeds (the same tasks in every run).
+    ``standardise``: z-scores of x and y with the training points' mean and std (of the
+    observed values of y: NaN left out; ``to_original_units`` undoes them for y). Batches
+    are padded to the largest ``Nc``/``Nt``; val/test batches use fixed seeds (the same
+    tasks in every run).
+
+    ``nan_policy`` for NaN in ``y`` (missing values; x must be finite): ``"mask"``
+    (default) keeps such points with their NaN outputs in the batches: a point with a NaN
+    in any output is never an observed context point nor a scored target
+    (:func:`taylorformer.batch.with_masks`). ``"drop"`` removes them before the split
+    (:attr:`rows`: the rows of the given arrays that were kept). ``"error"`` refuses them.
+    A y column without an observed training value is an error.
     """
 
     name = "arrays"
     rebuildable = False  # the arrays live in memory
 
     def __init__(self, x, y, groups=None, num_context=(3, 32), num_target=(1, 32),
-                 split=(0.8, 0.1, 0.1), standardise=True, split_seed=0):
+                 split=(0.8, 0.1, 0.1), standardise=True, split_seed=0, nan_policy="mask"):
         owner = "arrays task"
+        self.nan_policy = check_choice(owner, "nan_policy", nan_policy, NAN_POLICIES)
         self.x_raw = _array("x", x)
-        self.y_raw = _array("y", y, rows=len(self.x_raw))
+        self.y_raw = _array("y", y, rows=len(self.x_raw), missing=self.nan_policy != "error")
+        if groups is not None and np.shape(groups) != (len(self.x_raw),):
+            raise TaskError(f"from_arrays: groups must be [N] = [{len(self.x_raw)}] labels, got shape "
+                            f"{np.shape(groups)}")
+        self.rows = np.flatnonzero(~np.isnan(self.y_raw).any(1)) if self.nan_policy == "drop" \
+            else np.arange(len(self.x_raw))
+        if self.rows.size == 0:
+            raise TaskError(f"from_arrays: every one of the {len(self.x_raw)} points has a NaN in y "
+                            f"(nan_policy='drop' leaves none)")
+        self.x_raw, self.y_raw = self.x_raw[self.rows], self.y_raw[self.rows]
         self.dim_x, self.dim_y = self.x_raw.shape[1], self.y_raw.shape[1]
         self.num_context = count_range("num_context", num_context, 0, owner=owner)
         self.num_target = count_range("num_target", num_target, 1, owner=owner)
@@ -134,9 +164,7 @@ class ArraySetTask(Task):
             order = rng.permutation(len(self.x_raw))
             self.groups = {s: [order[lo:hi]] for s, (lo, hi) in split_cuts(len(order), self.split).items()}
         else:
-            labels = np.asarray(groups)
-            if labels.shape != (len(self.x_raw),):
-                raise TaskError(f"from_arrays: groups must be [N] = [{len(self.x_raw)}] labels, got shape {labels.shape}")
+            labels = np.asarray(groups)[self.rows]
             names, inverse = np.unique(labels, return_inverse=True)
             members = [np.flatnonzero(inverse == g) for g in range(len(names))]
             order = rng.permutation(len(names))
@@ -158,14 +186,19 @@ class ArraySetTask(Task):
         self.y = ((self.y_raw - self.mean) / self.std).astype(np.float32)
         self._options = {"num_context": list(self.num_context), "num_target": list(self.num_target),
                          "split": list(self.split), "standardise": self.standardise,
-                         "split_seed": self.split_seed}
+                         "split_seed": self.split_seed, "nan_policy": self.nan_policy}
         self.check_memory()
 
     def _stats(self, values, name):
-        """``(mean, std)`` of the training points (0 and 1 without ``standardise``)."""
+        """``(mean, std)`` per column of the training points' observed (non-NaN) values (0 and
+        1 without ``standardise``); a column with none is a TaskError."""
+        empty = np.flatnonzero(np.isnan(values).all(0))
+        if empty.size:
+            raise TaskError(f"from_arrays: column(s) {empty.tolist()} of {name} have no observed (non-NaN) "
+                            f"value among the {len(values)} training points")
         if not self.standardise:
             return np.zeros(values.shape[1]), np.ones(values.shape[1])
-        mean, std = values.mean(0), values.std(0)
+        mean, std = np.nanmean(values, 0), np.nanstd(values, 0)
         flat = np.flatnonzero(std == 0)
         if flat.size:
             raise TaskError(f"from_arrays: column(s) {flat.tolist()} of {name} are constant over the "

@@ -15,6 +15,15 @@ Data
     ``channels`` converts grey <-> RGB (BT.601 luma ``0.299 R + 0.587 G + 0.114 B``),
     ``image_size = [h, w]`` crops the largest centred box of that aspect ratio and
     resizes it by area averaging (Pillow ``BOX``).
+Missing pixels
+    A NaN in a float source is a missing pixel value. ``nan_policy="mask"`` (default)
+    keeps it as a NaN output in the batches: such a pixel (a pixel with a NaN in any
+    channel) is never an observed context point nor a scored target
+    (:func:`taylorformer.batch.with_masks`); resizing averages the observed pixels of a
+    box only (NaN where the whole box is missing), RGB -> grey is NaN where a channel is.
+    ``nan_policy="error"`` refuses them, naming the file and the first
+    ``[image, row, column, channel]``. Infinite values are always errors; uint8 sources
+    hold no NaN.
 Splits
     A local source is cut in file order by ``split = [a, b, c]`` ratios (train, val,
     test; default 0.8/0.1/0.1): the first ``floor(a N)`` images train, the next
@@ -96,6 +105,7 @@ TRANSLATION_SEED = 7_000_003
 LUMA = np.array([0.299, 0.587, 0.114])
 MAX_SIDE = 4096
 TFDS_CHUNK = 1024
+NAN_POLICIES = ("mask", "error")
 
 
 def pixel_coordinates(shape):
@@ -119,10 +129,11 @@ def pixel_indices(x, shape):
 
 
 # ----------------------------------------------------------------------------- reading
-def check_images(array, where):
+def check_images(array, where, missing=False):
     """``[N, H, W, C]`` uint8 or float32 images from ``array`` (``[N, H, W]`` or
-    ``[N, H, W, C]``, C = 1 or 3; integers in [0, 255] or finite floats in [0, 1]); any
-    other shape, dtype or value is a :class:`TaskError` naming ``where`` and the index."""
+    ``[N, H, W, C]``, C = 1 or 3; integers in [0, 255] or finite floats in [0, 1], or NaN
+    for a missing pixel value with ``missing``); any other shape, dtype or value is a
+    :class:`TaskError` naming ``where`` and the index."""
     array = np.asarray(array)
     if array.ndim == 3:
         array = array[..., None]
@@ -141,8 +152,10 @@ def check_images(array, where):
         rule = "integers in [0, 255]"
     elif kind == "f":
         with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(array) | (array < 0) | (array > 1)
-        rule = "floats in [0, 1] (NaN and inf are not pixel values)"
+            bad = (np.isinf(array) if missing else ~np.isfinite(array)) | (array < 0) | (array > 1)
+        rule = ("floats in [0, 1] or NaN (a missing pixel; inf is not a value)" if missing
+                else "floats in [0, 1] (NaN and inf are not pixel values; nan_policy='mask' keeps NaN "
+                     "as missing pixels)")
     else:
         raise TaskError(f"{where} has dtype {array.dtype}; pixel values must be uint8 (or integers "
                         f"in [0, 255]) or floats in [0, 1]")
@@ -162,21 +175,21 @@ def check_labels(labels, n, where):
     return labels.astype(np.int64)
 
 
-def read_array_file(path):
+def read_array_file(path, missing=False):
     """``(images, labels or None)`` of a ``.npy`` file or a ``.npz`` file (keys ``images``,
-    optional ``labels``), checked by :func:`check_images`."""
+    optional ``labels``), checked by :func:`check_images` (``missing``: NaN allowed)."""
     where = f"image file {str(path)!r}"
     try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise TaskError(f"cannot read {where} as NumPy data: {exc}") from exc
     if isinstance(data, np.ndarray):
-        return check_images(data, where), None
+        return check_images(data, where, missing), None
     with data:
         if "images" not in data.files:
             raise TaskError(f"{where} has no key 'images'; keys: {sorted(data.files)} (an .npz source "
                             f"stores its images under 'images' and optionally labels under 'labels')")
-        images = check_images(data["images"], f"key 'images' of {where}")
+        images = check_images(data["images"], f"key 'images' of {where}", missing)
         labels = (check_labels(data["labels"], len(images), f"key 'labels' of {where}")
                   if "labels" in data.files else None)
     return images, labels
@@ -213,10 +226,11 @@ def read_folder(folder):
     return check_images(np.stack(images), f"image folder {str(folder)!r}")
 
 
-def read_local(source):
-    """``(images, labels or None, description)`` of an array, ``.npy``/``.npz`` file or folder."""
+def read_local(source, missing=False):
+    """``(images, labels or None, description)`` of an array, ``.npy``/``.npz`` file or folder
+    (``missing``: NaN pixel values allowed)."""
     if isinstance(source, np.ndarray):
-        return check_images(source, "image source array"), None, "the array"
+        return check_images(source, "image source array", missing), None, "the array"
     path = Path(source).expanduser()
     if path.is_dir():
         return read_folder(path), None, f"folder {str(source)!r}"
@@ -226,7 +240,7 @@ def read_local(source):
     if path.suffix.lower() not in (".npy", ".npz"):
         raise TaskError(f"image source {str(source)!r}: a file source must be .npy or .npz (a folder "
                         f"for PNG/JPEG files), got suffix {path.suffix!r}")
-    images, labels = read_array_file(path)
+    images, labels = read_array_file(path, missing)
     return images, labels, f"file {str(source)!r}"
 
 
@@ -240,12 +254,13 @@ def import_tfds(source):
     return tensorflow_datasets
 
 
-def read_tfds(source, tfds_split, prepare, data_dir=None, download=True):
+def read_tfds(source, tfds_split, prepare, data_dir=None, download=True, missing=False):
     """``(images, labels or None)`` of the tfds split expression ``tfds_split`` of
     ``source`` (``tfds:NAME``), read in chunks and passed through ``prepare`` chunk by
     chunk (so a dataset of large images is resized before it is all in memory).
     ``data_dir``: tfds' data folder (None: ``$TFDS_DATA_DIR`` or ``~/tensorflow_datasets``);
-    ``download``: let tfds download and prepare a dataset it does not find there."""
+    ``download``: let tfds download and prepare a dataset it does not find there;
+    ``missing``: NaN pixel values allowed."""
     tfds = import_tfds(source)
     name = source[len(TFDS_PREFIX):]
     where = f"image source {source!r} (tfds split {tfds_split!r})"
@@ -263,7 +278,7 @@ def read_tfds(source, tfds_split, prepare, data_dir=None, download=True):
     images, labels = [], []
     try:
         for chunk in tfds.as_numpy(ds.map(lambda ex: {k: ex[k] for k in keys}).batch(TFDS_CHUNK)):
-            images.append(prepare(check_images(chunk["image"], where)))
+            images.append(prepare(check_images(chunk["image"], where, missing)))
             if "label" in chunk:
                 labels.append(chunk["label"])
     except TaskError:
@@ -292,7 +307,9 @@ def convert_channels(images, channels):
 
 def resize(images, size):
     """``[N, H, W, C]`` -> ``[N, h, w, C]``: the largest centred box of aspect ``h : w``,
-    resized by area averaging (Pillow ``BOX``, per channel in float32; uint8 rounded)."""
+    resized by area averaging (Pillow ``BOX``, per channel in float32; uint8 rounded).
+    Missing (NaN) pixels are left out of the averages: an output pixel is NaN only where
+    every pixel under it is."""
     from PIL import Image
 
     n, height, width, c = images.shape
@@ -303,11 +320,22 @@ def resize(images, size):
     box_h, box_w = h * scale, w * scale
     top, left = (height - box_h) / 2, (width - box_w) / 2
     box = (left, top, left + box_w, top + box_h)
+
+    def area_average(plane):
+        return np.asarray(Image.fromarray(plane, mode="F").resize((w, h), Image.Resampling.BOX, box=box))
+
     out = np.empty((n, h, w, c), np.float32)
     for k in range(n):
         for ch in range(c):
-            plane = Image.fromarray(images[k, :, :, ch].astype(np.float32), mode="F")
-            out[k, :, :, ch] = np.asarray(plane.resize((w, h), Image.Resampling.BOX, box=box))
+            plane = images[k, :, :, ch].astype(np.float32)
+            gaps = np.isnan(plane)
+            if gaps.any():  # the mean of the observed pixels: averaged values / averaged weights
+                weight = area_average((~gaps).astype(np.float32))
+                total = area_average(np.where(gaps, np.float32(0), plane))
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out[k, :, :, ch] = np.where(weight > 0, total / weight, np.nan)
+            else:
+                out[k, :, :, ch] = area_average(plane)
     if images.dtype == np.uint8:
         return np.clip(np.rint(out), 0, 255).astype(np.uint8)
     return np.clip(out, 0.0, 1.0)
@@ -371,6 +399,8 @@ class ImageTask(Task):
         num_target: ``[lo, hi]`` counts outside the context, ``"rest"`` or ``"all"``.
         max_shift: int or ``[rows, cols]`` translation bound in pixels (canvas grows by twice it).
         shift_per_task: draw the translation per task instead of once per image.
+        nan_policy: NaN pixel values of a float source: ``"mask"`` (missing pixels) or
+            ``"error"`` (see the module docstring).
     """
 
     name = "image"
@@ -379,7 +409,7 @@ class ImageTask(Task):
     def __init__(self, source=None, split=None, classes=None, test_classes=None, channels=None,
                  image_size=None, transpose=False, value_range=(-0.5, 0.5), num_context=None,
                  context_fraction=None, num_target=(3, 197), max_shift=0, shift_per_task=False,
-                 data_dir=None, download=True):
+                 data_dir=None, download=True, nan_policy="mask"):
         if source is None:
             raise TaskError(f"{OWNER} needs source= (an array, an .npy/.npz file, a folder of "
                             f"PNG/JPEG files, or 'tfds:NAME')")
@@ -408,6 +438,7 @@ class ImageTask(Task):
             raise TaskError(f"{OWNER}: data_dir and download apply to tfds: sources only, got "
                             f"data_dir={data_dir!r}, download={download!r} with a local source")
         self.data_dir = None if data_dir is None else str(data_dir)
+        self.nan_policy = check_choice(OWNER, "nan_policy", nan_policy, NAN_POLICIES)
         self._load(is_tfds)
         h, w = self.image_shape
         self.canvas_shape = (h + 2 * self.max_shift[0], w + 2 * self.max_shift[1])
@@ -426,12 +457,13 @@ class ImageTask(Task):
 
     def _load(self, is_tfds):
         """``self.images[split]`` ``[n, h, w, C]``, ``self.labels[split]`` and ``self.shifts[split]``."""
+        missing = self.nan_policy == "mask"
         if is_tfds:
-            parts = {s: read_tfds(self.source, self.split[s], self._prepare, self.data_dir, self.download)
-                     for s in SPLITS}
+            parts = {s: read_tfds(self.source, self.split[s], self._prepare, self.data_dir, self.download,
+                                  missing) for s in SPLITS}
             described = {s: f"image source {self.source!r} (tfds split {self.split[s]!r})" for s in SPLITS}
         else:
-            images, labels, what = read_local(self.source)
+            images, labels, what = read_local(self.source, missing)
             images = self._prepare(images)
             cuts = [0, math.floor(len(images) * self.split[0] + 1e-9),
                     math.floor(len(images) * (self.split[0] + self.split[1]) + 1e-9), len(images)]
@@ -458,6 +490,10 @@ class ImageTask(Task):
         if len(set(shapes.values())) > 1:
             raise TaskError(f"the splits of image source {self.source!r} hold images of different "
                             f"[H, W, C]: {shapes}; pass image_size= and channels= to make them agree")
+        train = self.images["train"]
+        if train.dtype.kind == "f" and np.isnan(train).any(-1).all():
+            raise TaskError(f"{described['train']} has no observed pixel: every pixel holds a NaN "
+                            f"(a missing value) in some channel")
         self.image_shape = shapes["train"][:2]
         self.dim_y = shapes["train"][2]
         self.shifts = {s: self._fixed_shifts(s) for s in SPLITS}
@@ -524,11 +560,11 @@ class ImageTask(Task):
                 "context_fraction": None if self.context_fraction is None else list(self.context_fraction),
                 "num_target": self.num_target if isinstance(self.num_target, str) else list(self.num_target),
                 "max_shift": list(self.max_shift), "shift_per_task": self.shift_per_task,
-                "data_dir": self.data_dir, "download": self.download}
+                "data_dir": self.data_dir, "download": self.download, "nan_policy": self.nan_policy}
 
     def canvas(self, split, index, shift=None):
-        """Image ``index`` of ``split`` on its canvas, ``[Hc, Wc, C]`` float32 in ``value_range``;
-        ``shift`` ``[2]`` overrides its fixed translation."""
+        """Image ``index`` of ``split`` on its canvas, ``[Hc, Wc, C]`` float32 in ``value_range``
+        (NaN at missing pixels); ``shift`` ``[2]`` overrides its fixed translation."""
         image = self.images[split][index]
         unit = image.astype(np.float32) / 255.0 if image.dtype == np.uint8 else image
         lo, hi = self.value_range

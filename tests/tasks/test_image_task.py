@@ -226,7 +226,7 @@ def test_bad_sources_name_the_file_and_the_field(tmp_path, case, match):
     else:
         source = _write(tmp_path / "x.csv", lambda p: p.write_text("1,2\n"))
     with pytest.raises(TaskError, match=match):
-        make_task("image", {"source": source, **SMALL})
+        make_task("image", {"source": source, **SMALL, **({"nan_policy": "error"} if case == "nan" else {})})
 
 
 @pytest.mark.parametrize("config,match", [
@@ -365,3 +365,105 @@ def test_plot_of_an_autoregressive_model_shows_the_targets_only(files):
     with pytest.raises(ValueError, match=r"1 task\(s\) need 1 x 7 axes, got 4"):
         plot_image_completion(model, batch, (8, 8), num_tasks=1, num_samples=3,
                               axes=np.array(fig.axes[:4]))
+
+
+# ----------------------------------------------------------------------------- missing pixels
+def test_missing_pixels_are_nan_outputs_never_observed_and_plotted(digits, tmp_path):
+    import keras
+    from matplotlib.figure import Figure
+
+    import taylorformer as tfm
+    from taylorformer.evaluation import evaluate
+    from taylorformer.plotting.images import MISSING_COLOUR
+
+    images, labels = digits
+    rng = np.random.default_rng(0)
+    missing = rng.uniform(size=images.shape) < 0.05
+    missing[::10, 3] = True  # a scratch across row 3 of every 10th image
+    gappy = np.where(missing, np.nan, images / 255.0)
+    np.savez(tmp_path / "gaps.npz", images=gappy, labels=labels)
+    config = {"source": str(tmp_path / "gaps.npz"), "num_context": [5, 20], "num_target": "all"}
+    task = make_task("image", config)
+    assert task.get_config()["nan_policy"] == "mask"
+    first_val = int(np.floor(0.8 * len(images)))
+    batch = {k: v.numpy() for k, v in next(iter(task.dataset("val", batch_size=10))).items()}
+    for k in range(10):
+        expected, gaps = gappy[first_val + k] - 0.5, missing[first_val + k]
+        for side in ("c", "t"):
+            real = batch["mask_" + side][k] > 0
+            rows, cols = pixels_of(batch["x" + side][k, real], (8, 8))
+            np.testing.assert_allclose(batch["y" + side][k, real, 0], expected[rows, cols], atol=1e-6)
+            np.testing.assert_array_equal(np.isnan(batch["y" + side][k, real, 0]), gaps[rows, cols])
+    # num_target="all": every pixel is a target, NaN as many times as the image misses one
+    np.testing.assert_array_equal(np.isnan(batch["yt"][..., 0]).sum(1), missing[first_val:first_val + 10].sum((1, 2)))
+    scratched = -first_val % 10  # the first val image with the scratch (row 3 missing)
+    assert missing[first_val + scratched, 3].all()
+
+    model = tfm.build_model({**TINY, "dim_x": task.dim_x, "dim_y": task.dim_y})
+    assert np.isfinite(tfm.loglik(model, batch).numpy()).all()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=False)
+    history = model.fit(task.dataset("train", batch_size=4), steps_per_epoch=3, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    metrics = evaluate(model, task, "val", batch_size=64, num_batches=1)
+    assert np.isfinite(metrics["loglik"]["mean"]) and np.isfinite(metrics["rmse"])
+
+    # the plot: drawn pixels whose value is missing in the missing colour (num_target="all":
+    # every pixel is drawn), the others as their value
+    axes = Figure().subplots(1, 4, squeeze=False)
+    one = {key: value[scratched:scratched + 1] for key, value in batch.items()}
+    task.plot(model, one, num_tasks=1, axes=axes)
+    observed = axes[0, 1].get_images()[0].get_array()
+    gaps = missing[first_val + scratched]
+    np.testing.assert_allclose(observed[gaps], np.tile(MISSING_COLOUR, (gaps.sum(), 1)))
+    np.testing.assert_allclose(observed[~gaps][:, 0], gappy[first_val + scratched][~gaps], atol=1e-6)
+    context = axes[0, 0].get_images()[0].get_array()
+    mc = one["mask_c"][0] > 0
+    rows, cols = pixels_of(one["xc"][0, mc], (8, 8))
+    lost = gaps[rows, cols]  # context pixels whose value is missing
+    assert lost.any()
+    np.testing.assert_allclose(context[rows[lost], cols[lost]], np.tile(MISSING_COLOUR, (lost.sum(), 1)))
+    assert "missing" in axes[0, 1].get_title()
+
+    first = tuple(int(i) for i in np.argwhere(missing)[0])
+    with pytest.raises(TaskError, match=rf"key 'images' of image file .*gaps.npz.* has {missing.sum()} pixel "
+                                        rf"value\(s\) outside floats in \[0, 1\].*first nan at \[image, row, "
+                                        rf"column, channel\] = \[{first[0]}, {first[1]}, {first[2]}, 0\]"):
+        make_task("image", {**config, "nan_policy": "error"})
+
+
+def test_resizing_and_grey_conversion_leave_missing_pixels_out():
+    rng = np.random.default_rng(1)
+    rgb = rng.uniform(size=(10, 4, 6, 3)).astype(np.float32)
+    rgb[0, 0, 1, 1] = np.nan  # one channel of one pixel
+    rgb[1, :2, :3] = np.nan  # every pixel under output pixel (0, 0) of image 1
+    rgb[2, 1, 4] = np.nan  # a whole pixel
+    options = {"source": rgb, "image_size": [2, 2], "num_context": [0, 1], "num_target": [1, 2]}
+    task = make_task("image", options)
+    # the centred 4 x 4 box (columns 1..4), 2 x 2 blocks: the mean of their observed pixels
+    blocks = rgb[:8, :, 1:5].reshape(8, 2, 2, 2, 2, 3).transpose(0, 1, 3, 2, 4, 5).reshape(8, 2, 2, 4, 3)
+    seen = ~np.isnan(blocks)
+    count = seen.sum(3)
+    expected = np.where(count > 0, np.where(seen, blocks, 0).sum(3) / np.maximum(count, 1), np.nan)
+    np.testing.assert_allclose(task.images["train"], expected, rtol=1e-5)
+    assert np.isnan(task.images["train"][1, 0, 0]).all() and not np.isnan(task.images["train"][0]).any()
+    grey = make_task("image", {**options, "channels": 1})  # BT.601 luma: NaN where a channel is
+    luma = rgb[:8].astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    blocks = luma[:, :, 1:5].reshape(8, 2, 2, 2, 2).transpose(0, 1, 3, 2, 4).reshape(8, 2, 2, 4)
+    seen = ~np.isnan(blocks)
+    expected = np.where(seen.any(3), np.where(seen, blocks, 0).sum(3) / np.maximum(seen.sum(3), 1), np.nan)
+    np.testing.assert_allclose(grey.images["train"][..., 0], expected, rtol=1e-5)
+    # uint8 sources hold no NaN: the policy changes nothing
+    ints = np.rint(np.nan_to_num(rgb) * 255).astype(np.uint8)
+    a, b = (make_task("image", {**options, "source": ints, "nan_policy": p}) for p in ("mask", "error"))
+    for key, value in a.sample(np.random.default_rng(3), 4, "train").items():
+        np.testing.assert_array_equal(value, b.sample(np.random.default_rng(3), 4, "train")[key])
+    infinite = rgb.copy()
+    infinite[3, 0, 0, 2] = np.inf
+    with pytest.raises(TaskError, match=r"image source array has 1 pixel value\(s\) outside floats in \[0, 1\] or "
+                                        r"NaN \(a missing pixel; inf is not a value\), the first inf at \[image, "
+                                        r"row, column, channel\] = \[3, 0, 0, 2\]"):
+        make_task("image", {**options, "source": infinite})
+    dark = np.full((10, 4, 6, 1), np.nan, np.float32)
+    dark[9] = 0.5  # only a test image is observed
+    with pytest.raises(TaskError, match=r"the train split of image source the array .* has no observed pixel"):
+        make_task("image", {**options, "source": dark})

@@ -9,11 +9,19 @@ Taylorformer forecasting protocol (paper Sec. 4.2) on the named datasets of
 Protocol, for a series of ``N`` rows (after NaN handling) and one window of
 ``W = context_length + horizon`` consecutive rows:
 
+* Missing values (``nan_policy``): ``"mask"`` (default) keeps a NaN target value as NaN in
+  ``yc``/``yt``: the model leaves that step out, as a context point and as a scored
+  target (:func:`taylorformer.batch.with_masks`; with several targets a step with any of
+  them NaN is left out whole). Covariates are inputs: with ``"mask"`` a NaN there is an
+  error naming the column and rows. ``"error"`` refuses every NaN, ``"drop"`` drops the
+  rows, ``"ffill"`` carries the last value forward (targets and covariates alike).
+
 * Split: chronological; with ratios ``(a, b, c)`` the training rows are
   ``[0, floor(a N))``, validation ``[floor(a N), floor((a + b) N))``, test the rest.
   Every window lies entirely inside one split (a split needs at least ``W`` rows).
 * Standardisation: ``(y - mean) / std`` per target column, with ``mean`` and the
-  population ``std`` (ddof 0) of the *training rows only*.
+  population ``std`` (ddof 0) of the *training rows only* (their observed values: NaN
+  left out; a target column with none is an error).
 * Inputs: every row is one time step (date gaps are ignored). The W rows of a window
   get the position ``x_j = -1 + 2 j / (W - 1)``, ``j = 0..W-1``: the first context row
   maps to -1, the last target row to +1, the same for every window. After it come, per
@@ -26,7 +34,8 @@ Protocol, for a series of ``N`` rows (after NaN handling) and one window of
   increasing order (every ``eval_stride``-th), the last batch possibly smaller.
 
 Batch (see :mod:`taylorformer.batch`): ``xc [B, C, Dx]``, ``yc [B, C, Dy]``,
-``xt [B, H, Dx]``, ``yt [B, H, Dy]``, ``mask_c [B, C]``, ``mask_t [B, H]`` (all ones),
+``xt [B, H, Dx]``, ``yt [B, H, Dy]`` (NaN where a target value is missing),
+``mask_c [B, C]``, ``mask_t [B, H]`` (all ones: the model masks the NaN steps),
 ``window_start [B]`` int64: series row of the first context point (see :meth:`window`).
 
 The series comes from a CSV file (``path``), a named dataset (``dataset``) or an
@@ -49,7 +58,7 @@ from taylorformer.task import (MAX_COUNT, Task, check_choice, check_int, check_n
                                window_starts_dataset)
 from taylorformer.tasks import datasets
 
-NAN_POLICIES = ("error", "drop", "ffill")
+NAN_POLICIES = ("mask", "error", "drop", "ffill")
 SPLITS = ("train", "val", "test")
 MAX_LISTED = 10  # rows/values quoted in an error message
 
@@ -73,6 +82,16 @@ def _rows(index):
     index = [int(i) for i in index]
     more = f" and {len(index) - MAX_LISTED} more" if len(index) > MAX_LISTED else ""
     return f"{index[:MAX_LISTED]}{more}"
+
+
+def _nan_rows(where, values, columns, role):
+    """Start of an error message: which of ``columns`` (``role``) of ``values [n, K]`` hold
+    NaN, in how many rows, and which (0-based data rows)."""
+    nan = np.isnan(values)
+    rows = np.flatnonzero(nan.any(axis=1))
+    cols = [c for j, c in enumerate(columns) if nan[:, j].any()]
+    return (f"{where}: {role} column(s) {cols} hold NaN in {rows.size} row(s): {_rows(rows)} "
+            f"(0-based, header excluded)")
 
 
 def _names(field, value, allow_one=True):
@@ -145,8 +164,10 @@ class CSVSeriesTask(Task):
         context_length, horizon: window sizes ``C`` and ``H`` (positive integers; the
             paper uses C = 96 and H in 96/192/336/720).
         eval_stride: step between consecutive val/test window starts.
-        nan_policy: NaN in target or covariate columns: ``"error"``, ``"drop"`` the rows,
-            or ``"ffill"`` (carry the last value forward).
+        nan_policy: NaN in target or covariate columns: ``"mask"`` (default: a NaN target
+            value stays NaN in the batches, a missing observation the model masks; a NaN
+            covariate is an error), ``"error"``, ``"drop"`` the rows, or ``"ffill"`` (carry
+            the last value forward).
         covariate_columns: columns given as inputs at every row, context and target
             (values known in advance), standardised with their training mean and std.
         calendar_features: names of :data:`CALENDAR_FEATURES` computed from the dates
@@ -159,7 +180,7 @@ class CSVSeriesTask(Task):
 
     def __init__(self, path=None, dataset=None, target_columns=None, date_column=None, column_names=None,
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,
-                 nan_policy="error", covariate_columns=None, calendar_features=None,
+                 nan_policy="mask", covariate_columns=None, calendar_features=None,
                  calendar_encoding="sincos"):
         import pandas as pd
 
@@ -291,9 +312,14 @@ class CSVSeriesTask(Task):
             cols = [c for j, c in enumerate(columns) if np.isnan(values[:, j]).any()]
             role = ("target" if set(cols) <= set(self.target_columns) else
                     "covariate" if set(cols) <= set(self.covariate_columns) else "target/covariate")
-            raise TaskError(f"{where}: {role} column(s) {cols} hold NaN in {int(nan.sum())} "
-                            f"row(s): {_rows(np.flatnonzero(nan))} (0-based, header excluded); "
-                            f"{fix} or pass nan_policy='drop' or 'ffill'")
+            raise TaskError(f"{_nan_rows(where, values, columns, role)}; {fix} or pass nan_policy="
+                            f"'drop' or 'ffill'" + (" (or 'mask': missing target values)" if role == "target" else ""))
+        covariates = values[:, self.dim_y:]
+        if self.nan_policy == "mask" and np.isnan(covariates).any():
+            raise TaskError(f"{_nan_rows(where, covariates, self.covariate_columns, 'covariate')}; "
+                            f"covariates are inputs and cannot be missing (nan_policy='mask' masks "
+                            f"target values only): {fix}, or pass nan_policy='ffill' (carry the last "
+                            f"value forward) or 'drop' (drop the rows)")
         if self.nan_policy == "ffill":
             values = pd.DataFrame(values).ffill().to_numpy()
             lead = np.flatnonzero(np.isnan(values).any(axis=1))
@@ -340,17 +366,23 @@ class CSVSeriesTask(Task):
         return dates.to_numpy()
 
     def _standardise(self, values, columns, role, where):
-        """``(mean, std, scaled float32)`` of ``values [N, K]`` from the training rows; a
-        :class:`TaskError` naming the column and row where the statistics overflow float64,
-        a column is constant, or a standardised value (any split) overflows float32."""
+        """``(mean, std, scaled float32)`` of ``values [N, K]`` (NaN: missing, stays NaN) from
+        the observed values of the training rows; a :class:`TaskError` naming the column
+        (and row) where a column has no observed training value, the statistics overflow
+        float64, a column is constant, or a standardised value (any split) overflows float32."""
         lo, hi = self.split_bounds["train"]
         train = values[lo:hi]
+        empty = [col for j, col in enumerate(columns) if np.isnan(train[:, j]).all()]
+        if empty:
+            raise TaskError(f"{where}: {role} column(s) {empty} have no observed (non-NaN) value in the "
+                            f"{hi - lo} training rows (file rows {self.file_rows[lo]}..{self.file_rows[hi - 1]}, "
+                            f"0-based, header excluded): cannot standardise them")
         with np.errstate(over="ignore", invalid="ignore"):
-            mean, std = train.mean(axis=0), train.std(axis=0)
+            mean, std = np.nanmean(train, axis=0), np.nanstd(train, axis=0)
             scaled = (values - mean) / std
         for j, col in enumerate(columns):
             if not (np.isfinite(mean[j]) and np.isfinite(std[j])):
-                i = lo + int(np.argmax(np.abs(train[:, j])))
+                i = lo + int(np.nanargmax(np.abs(train[:, j])))
                 raise TaskError(f"{where}: standardising {role} column {col!r} overflows float64 "
                                 f"(training mean {mean[j]:g}, std {std[j]:g}); its largest training "
                                 f"value is {values[i, j]:g} in row {self.file_rows[i]} (0-based, "
@@ -415,7 +447,8 @@ class CSVSeriesTask(Task):
 
     def series(self, split=None):
         """Raw series of ``split`` (or all rows): dict ``index [n]`` series rows, ``file_rows [n]``
-        (0-based data rows of the file), ``dates [n]`` datetime64 or None, ``y [n, Dy]`` float64."""
+        (0-based data rows of the file), ``dates [n]`` datetime64 or None, ``y [n, Dy]`` float64
+        (NaN where a value is missing, ``nan_policy="mask"``)."""
         return self._raw(*((0, len(self.values)) if split is None else self._bounds(split)))
 
     def window(self, start):
@@ -511,9 +544,9 @@ class CSVSeriesTask(Task):
         Rows: the target steps, indexed by date (``date``; the series row ``row`` where
         the data have no dates); for several windows a MultiIndex ``(window_start, date)``.
         Columns: a MultiIndex ``(target column, statistic)`` with ``truth`` (the observed
-        value), ``mean``, ``std`` and one ``q<level>`` column per quantile level (e.g.
-        ``q0.05``), estimated from ``num_samples`` samples (see :meth:`forecast`;
-        quantiles need ``num_samples >= 1``). ``windows``: as in :meth:`forecast`; one int
+        value; NaN where it is missing), ``mean``, ``std`` and one ``q<level>`` column per
+        quantile level (e.g. ``q0.05``), estimated from ``num_samples`` samples (see
+        :meth:`forecast`; quantiles need ``num_samples >= 1``). ``windows``: as in :meth:`forecast`; one int
         gives the single-window (date-indexed) frame.
         """
         import pandas as pd
@@ -548,8 +581,9 @@ class CSVSeriesTask(Task):
     def plot(self, model, batch, num_tasks=4, num_samples=0, title=None, axes=None):
         """Forecasts of the first ``num_tasks`` windows of ``batch`` against dates in the
         data's units (:func:`taylorformer.plotting.forecasts.plot_forecast`): the context
-        as history, the truth, quantile bands from ``max(num_samples, 100)`` samples and
-        ``min(num_samples, 5)`` sampled paths; one row per window, one column per target."""
+        as history, the truth (missing values are gaps in both), quantile bands from
+        ``max(num_samples, 100)`` samples and ``min(num_samples, 5)`` sampled paths; one row
+        per window, one column per target."""
         from taylorformer.plotting.forecasts import plot_forecast
 
         check_int("plot", "num_tasks", num_tasks)

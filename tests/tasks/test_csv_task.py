@@ -153,8 +153,8 @@ def test_nan_policies(tmp_path):
     y = np.arange(100.0)
     y[[3, 7]] = np.nan
     path = write_csv(tmp_path, n=100, w=y)
-    with pytest.raises(SpecError, match=r"NaN in 2 row\(s\): \[3, 7\].*nan_policy") as err:
-        make(path, target_columns="w")
+    with pytest.raises(SpecError, match=r"NaN in 2 row\(s\): \[3, 7\].*nan_policy.*'mask'") as err:
+        make(path, target_columns="w", nan_policy="error")
     assert str(path) in str(err.value)
     dropped = make(path, target_columns="w", nan_policy="drop")
     assert len(dropped.values) == 98
@@ -175,7 +175,7 @@ def test_nan_policies(tmp_path):
     ({"split": (0.5, 0.2, 0.2)}, "summing to 1"),
     ({"split": (0.9, -0.1, 0.2)}, "three positive ratios"),
     ({"split": (0.8, 0.2)}, "three positive ratios"),
-    ({"nan_policy": "zero"}, "'nan_policy' must be one of 'error', 'drop', 'ffill', got 'zero'"),
+    ({"nan_policy": "zero"}, "'nan_policy' must be one of 'mask', 'error', 'drop', 'ffill', got 'zero'"),
     ({"horizon": 30}, r"val split .* has 20 rows .* needs context_length \+ horizon = 5 \+ 30 = 35 rows"),
     ({"target_columns": None}, "needs target_columns"),
     ({"target_columns": ["y", "y"]}, "distinct"),
@@ -318,7 +318,10 @@ def test_covariates_and_calendar_features_are_inputs(tmp_path):
 @pytest.mark.parametrize("kw, pattern", [
     ({"covariate_columns": ["y"]}, r"covariate_columns must be distinct and not targets.*\['y'\] are target_columns"),
     ({"covariate_columns": ["zz"]}, r"no column 'zz'; did you mean 'z'.*check covariate_columns"),
-    ({"covariate_columns": ["w"]}, r": covariate column\(s\) \['w'\] hold NaN in 1 row\(s\): \[4\]"),
+    ({"covariate_columns": ["w"]}, r": covariate column\(s\) \['w'\] hold NaN in 1 row\(s\): \[4\].*"
+                                   r"cannot be missing.*'ffill'"),
+    ({"covariate_columns": ["w"], "nan_policy": "error"},
+     r": covariate column\(s\) \['w'\] hold NaN in 1 row\(s\): \[4\].*'drop' or 'ffill'$"),
     ({"calendar_features": ["hours"]}, r"'calendar_features' must be one of .*got 'hours'; did you mean 'hour'"),
     ({"calendar_features": ["hour"], "date_column": None}, "calendar_features \\['hour'\\] need dates"),
     ({"calendar_encoding": "onehot"}, "'calendar_encoding' must be one of 'sincos', 'linear'"),
@@ -397,3 +400,85 @@ def test_forecast_plot_draws_history_truth_and_bands_against_dates(tmp_path):
     assert plot_forecast(np.arange(3), np.zeros(3), np.arange(3, 5), np.ones((4, 2)), ax=ax) is own
     with pytest.raises(ValueError, match=r"samples must be \[num_samples >= 1, 2\]"):
         plot_forecast(np.arange(3), np.zeros(3), np.arange(3, 5), np.ones((4, 3)))
+
+
+# ----------------------------------------------------------------- missing values
+#: rows (0-based) where the targets a and b of :func:`gappy_series` are missing: in the
+#: training rows (0..59), the validation rows (60..79) and the test rows (80..99)
+MISSING = {"a": [2, 7, 8, 41, 66, 83, 97], "b": [7, 30, 85]}
+
+
+def gappy_series(tmp_path):
+    """CSV of 100 hourly rows with targets ``a``, ``b`` (NaN at :data:`MISSING`) and a complete
+    covariate ``c``; returns the path and the raw targets ``[100, 2]``."""
+    t = np.arange(100.0)
+    raw = np.stack([3 * np.sin(t / 4) + t / 10, np.cos(t / 3) + 5], 1)
+    for j, col in enumerate("ab"):
+        raw[MISSING[col], j] = np.nan
+    return write_csv(tmp_path, n=100, a=raw[:, 0], b=raw[:, 1], c=np.sqrt(t)), raw
+
+
+def test_mask_keeps_missing_targets_as_nan_scaled_with_the_observed_training_values(tmp_path):
+    path, raw = gappy_series(tmp_path)
+    task = make(path, target_columns=["a", "b"], covariate_columns=["c"])  # nan_policy="mask": the default
+    assert task.nan_policy == "mask" and len(task.values) == 100  # no row dropped
+    mean, std = np.nanmean(raw[:60], 0), np.nanstd(raw[:60], 0)
+    np.testing.assert_allclose(task.mean, mean, rtol=1e-12)
+    np.testing.assert_allclose(task.std, std, rtol=1e-12)
+    assert np.isfinite(task.features).all()  # inputs are never missing
+    batches = [collect(task.dataset(s, batch_size=5)) for s in ("val", "test")]
+    batches.append({k: v.numpy() for k, v in task.batch(np.arange(53)).items()})  # every training window
+    for b in batches:
+        for i, start in enumerate(b["window_start"]):
+            y = np.concatenate([b["yc"][i], b["yt"][i]])  # [C + H, 2]
+            expect = raw[start:start + 8]
+            np.testing.assert_array_equal(np.isnan(y), np.isnan(expect))
+            np.testing.assert_allclose(y, (expect - mean) / std, rtol=1e-5, atol=1e-6)  # NaN == NaN
+            np.testing.assert_array_equal(b["mask_t"][i], 1.0)  # the model masks the NaN, not the task
+    seen = np.concatenate([np.arange(s, s + 8) for b in batches for s in b["window_start"]])
+    assert set(seen) == set(range(100))  # every row, missing values in every split included
+    np.testing.assert_array_equal(np.isnan(task.series("test")["y"]), np.isnan(raw[80:]))
+
+
+def test_mask_refuses_missing_inputs_and_targets_never_observed_in_training(tmp_path):
+    path, raw = gappy_series(tmp_path)
+    c = np.sqrt(np.arange(100.0))
+    c[[12, 70]] = np.nan
+    bad_cov = write_csv(tmp_path, n=100, name="cov.csv", a=raw[:, 0], c=c)
+    with pytest.raises(TaskError, match=r"covariate column\(s\) \['c'\] hold NaN in 2 row\(s\): \[12, 70\].*"
+                                        r"cannot be missing.*nan_policy='ffill'") as err:
+        make(bad_cov, target_columns="a", covariate_columns=["c"])
+    assert str(bad_cov) in str(err.value)
+    late = raw[:, 1].copy()
+    late[:60] = np.nan  # b observed only after the training rows
+    never = write_csv(tmp_path, n=100, name="late.csv", a=raw[:, 0], b=late)
+    with pytest.raises(TaskError, match=r"late.csv.*target column\(s\) \['b'\] have no observed \(non-NaN\) value "
+                                        r"in the 60 training rows"):
+        make(never, target_columns=["a", "b"])
+    df = pd.read_csv(path)
+    df.loc[4, "date"] = None  # a time step without a date
+    with pytest.raises(TaskError, match=r"missing or unparseable dates in rows \[4\]"):
+        CSVSeriesTask(path=df, target_columns=["a", "b"], date_column="date", split=(0.6, 0.2, 0.2),
+                      context_length=5, horizon=3)
+
+
+def test_forecasts_and_plots_show_missing_truth_as_gaps(tmp_path):
+    import io
+
+    import taylorformer as tfm
+
+    path, raw = gappy_series(tmp_path)
+    task = make(path, target_columns=["a", "b"])
+    model = tfm.build_model(TINY, dim_x=1, dim_y=2)
+    batch = task.batch([80, 81])  # a is missing at context row 83, b at target row 85
+    assert np.isfinite(tfm.loglik(model, batch).numpy()).all()
+    frame = task.forecast_frame(model, 80, num_samples=20, quantiles=(0.5,))
+    np.testing.assert_array_equal(frame[("b", "truth")], raw[85:88, 1])  # NaN where missing
+    assert np.isnan(frame[("b", "truth")].iat[0]) and np.isfinite(frame[("b", "truth")].iat[1])
+    stats = frame.drop(columns=[("a", "truth"), ("b", "truth")]).to_numpy()
+    assert np.isfinite(stats).all()  # a forecast of every step, observed or not
+    fig = task.plot(model, batch, num_tasks=1, num_samples=2)
+    lines = [{line.get_label(): np.asarray(line.get_ydata(), float) for line in ax.get_lines()} for ax in fig.axes]
+    np.testing.assert_array_equal(lines[0]["history"], raw[80:85, 0])  # a gap at row 83
+    np.testing.assert_array_equal(lines[1]["truth"], raw[85:88, 1])  # a gap at row 85
+    fig.savefig(io.BytesIO(), format="png")  # the gaps render

@@ -49,7 +49,35 @@ def test_a_dataframe_gives_the_same_task_as_its_csv_file(tmp_path):
         from_dataframe(df, "yy", **OPTS)
     bad = df.assign(y=df["y"].where(df.index != 7))
     with pytest.raises(TaskError, match=r"DataFrame: target column\(s\) \['y'\] hold NaN in 1 row\(s\): \[7\]"):
-        from_dataframe(bad, "y", **OPTS)
+        from_dataframe(bad, "y", nan_policy="error", **OPTS)
+
+
+def test_a_dataframe_with_missing_targets_trains_and_evaluates(tmp_path):
+    import taylorformer as tfm
+
+    df = series_frame().set_index("date")
+    rng = np.random.default_rng(0)
+    for col in ("y", "z"):  # about 15% of each target missing, in every split
+        df.loc[df.index[rng.random(len(df)) < 0.15], col] = np.nan
+    task = from_dataframe(df, ["y", "z"], **OPTS)  # nan_policy="mask": the default
+    raw = df[["y", "z"]].to_numpy()
+    np.testing.assert_allclose(task.mean, np.nanmean(raw[:60], 0), rtol=1e-12)
+    np.testing.assert_allclose(task.std, np.nanstd(raw[:60], 0), rtol=1e-12)
+    test = collect(task.dataset("test", batch_size=13))
+    for i, start in enumerate(test["window_start"]):
+        y = np.concatenate([test["yc"][i], test["yt"][i]])
+        np.testing.assert_allclose(y, (raw[start:start + 8] - task.mean) / task.std, rtol=1e-5, atol=1e-6)
+    assert np.isnan(test["yt"]).any() and np.isnan(test["yc"]).any()
+    trainer = training.train(TINY, task, out_dir=str(tmp_path / "run"), steps=3, batch_size=4, val_every=3,
+                             val_batches=1, verbose=0, tensorboard=False, jit_compile=False)
+    ll = tfm.loglik(trainer.model, task.batch(test["window_start"])).numpy()
+    assert np.isfinite(ll).all()
+    # a window whose targets are all missing (a step is observed when y and z both are) is not scored
+    observed = ~np.isnan(raw).any(1)
+    scored = np.array([observed[s + 5:s + 8].any() for s in test["window_start"]])
+    result = evaluate(trainer.model, task, "test", batch_size=4)
+    assert result["num_tasks"] == scored.sum() >= 10
+    assert result["loglik"]["mean"] == pytest.approx(ll[scored].mean(), rel=1e-5)
 
 
 def test_arrays_as_a_series_equal_the_dataframe_task():

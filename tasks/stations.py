@@ -12,9 +12,20 @@
     Protocol (the BSA-TNP authors' code, ``MLGlobalHealth/dl4bi``,
     ``benchmarks/meta_learning/beijing_air_quality.py``):
 
-    * rows with missing values are handled by ``nan_policy`` (:data:`NAN_POLICIES`), then
+    * missing values are handled by ``nan_policy`` (:data:`NAN_POLICIES`), then the rows are
       sorted by time (stations in name order within an hour: the reference leaves that
-      order to an unstable sort);
+      order to an unstable sort). ``"mask"`` (default) keeps a row with a missing target
+      value, which stays NaN in ``yc``/``yt``: the model leaves that point out, as a
+      context point and as a scored target (:func:`taylorformer.batch.with_masks`; with
+      several targets a point with any of them missing is left out whole). Inputs cannot
+      be missing: a missing covariate or categorical value is an error naming the file,
+      column and rows, and so is a missing station or time (the ``"drop"``, ``"drop-any"``
+      and ``"interpolate"`` policies drop such a row). ``"interpolate-mask"`` masks missing targets like ``"mask"`` and fills
+      missing covariates like ``"interpolate"``: linearly in time between the station's
+      neighbouring rows (categorical ones: the previous, else the next value).
+      ``"interpolate"`` fills covariates the same way but drops a row with a missing
+      target; ``"drop"`` drops a row with a missing value in a column the task uses,
+      ``"drop-any"`` in any column (the reference's ``dropna()``); ``"error"`` refuses them;
     * split in temporal order by rows, with ratios ``(a, b, c)`` of the ``N`` rows:
       test = the last ``floor(c N)`` rows, validation the ``floor(b N)`` before them,
       training the first ``floor(a N)`` rows (rounding leaves at most two rows unused);
@@ -22,7 +33,8 @@
       ``space="scaled"``) and of the targets with statistics of the training rows:
       ``"minmax"`` ``(v - min) / (max - min)`` (the reference's scikit-learn
       ``MinMaxScaler``; a constant input is only shifted, as there) or ``"zscore"``
-      ``(v - mean) / std`` (ddof 0); one-hot columns stay 0/1;
+      ``(v - mean) / std`` (ddof 0); one-hot columns stay 0/1; a target's statistics are
+      those of its observed training values (a target with none is an error);
     * a task is ``num_context + num_target`` consecutive rows of one split: the first
       ``num_context`` rows are the context, the rest the targets (a forecast: every target
       is later than, or as late as, every context point).
@@ -35,7 +47,8 @@
     ``eval_stride``-th row of the split, in order.
 
     Batch: ``xc [B, C, Dx]``, ``yc [B, C, Dy]``, ``xt [B, H, Dx]``, ``yt [B, H, Dy]``,
-    ``sc``/``st`` ``[B, C|H, 2|3]``, ``tc``/``tt`` ``[B, C|H, 1]``, masks (all ones) and
+    ``sc``/``st`` ``[B, C|H, 2|3]``, ``tc``/``tt`` ``[B, C|H, 1]``, masks (all ones; ``yc``/
+    ``yt`` are NaN where a target value is missing, which the model masks) and
     ``window_start [B]`` int64 (row of :attr:`StationsTask.table` of the first context
     point). :meth:`StationsTask.to_original_units` undoes the target scaling.
 
@@ -65,7 +78,10 @@ from taylorformer.tasks.sphere import latlon_to_xyz
 #: calendar features of a row's timestamp: the reference's year, month, day, hour and the
 #: generated "day of week" (0 = Monday) and "is weekend" (Saturday, Sunday = 1)
 CALENDAR = ("year", "month", "day", "hour", "day_of_week", "is_weekend")
-NAN_POLICIES = ("error", "drop", "drop-any", "interpolate")
+#: missing values (module docstring): a missing target stays NaN (``"mask"``, ``"interpolate-mask"``),
+#: is refused (``"error"``) or its row dropped; a missing covariate is refused (``"mask"``,
+#: ``"error"``), interpolated (``"interpolate-mask"``, ``"interpolate"``) or its row dropped
+NAN_POLICIES = ("mask", "interpolate-mask", "error", "drop", "drop-any", "interpolate")
 SPACES = ("scaled", "latlon", "xyz")
 SCALINGS = ("minmax", "zscore")
 SPLITS = ("train", "val", "test")
@@ -164,7 +180,7 @@ class StationsTask(Task):
                  categorical_columns=(), calendar=(), coordinates=None, station_column="station",
                  time_columns=("year", "month", "day", "hour"), space="scaled", scaling="minmax",
                  split=(0.8, 0.1, 0.1), num_context=624, num_target=84, eval_stride=12,
-                 nan_policy="error"):
+                 nan_policy="mask"):
         if path is None and dataset is None:
             raise TaskError(f"{OWNER} needs path= (station CSV files or a folder of them) or dataset= "
                             f"(a named dataset: {', '.join(sorted(datasets.DATASETS))})")
@@ -260,42 +276,70 @@ class StationsTask(Task):
         return out
 
     def _handle_nan(self, df):
-        """Rows kept by ``nan_policy`` (covariates interpolated with ``"interpolate"``)."""
-        numeric = self.target_columns + self.covariate_columns
-        used = numeric + self.categorical_columns + self.time_columns + [self.station_column]
+        """Rows kept by ``nan_policy`` (:data:`NAN_POLICIES`), covariates interpolated with
+        ``"interpolate"``/``"interpolate-mask"``; a missing target stays NaN with ``"mask"``/
+        ``"interpolate-mask"``."""
+        inputs = self.covariate_columns + self.categorical_columns
+        places = [self.station_column] + self.time_columns
+        used = self.target_columns + inputs + places
         if self.nan_policy == "drop-any":
             return df[~df.drop(columns=["file", "file_row"]).isna().any(axis=1)]
-        if self.nan_policy == "interpolate":
-            df = df.sort_values("_time", kind="stable")
-            df[self.covariate_columns] = self._numeric(df, self.covariate_columns)  # names bad entries
-            inputs = self.covariate_columns + self.categorical_columns
-            groups = df.groupby(self.station_column, sort=False)
-            for col in self.covariate_columns:
-                df[col] = groups[col].transform(lambda s: s.interpolate(limit_direction="both"))
-            for col in self.categorical_columns:
-                df[col] = groups[col].transform(lambda s: s.ffill().bfill())
-            empty = df[inputs].isna().any(axis=1)
-            if empty.any():
-                i = int(np.flatnonzero(empty.to_numpy())[0])
-                col = next(c for c in inputs if df[c].isna().iat[i])
-                raise TaskError(f"data file {df['file'].iat[i]!r}: covariate {col!r} of station "
-                                f"{df[self.station_column].iat[i]!r} has no value to interpolate from "
-                                f"(nan_policy='interpolate'); drop the column or the station")
-            used = self.target_columns + [self.station_column] + self.time_columns
-            return df[~df[used].isna().any(axis=1)].sort_index()
-        missing = df[used].isna()
         if self.nan_policy == "drop":
-            return df[~missing.any(axis=1)]
-        if missing.any().any():
-            cols = [c for c in used if missing[c].any()]
-            first = df[missing[cols[0]]]
-            first = first[first["file"] == first["file"].iat[0]]
-            raise TaskError(f"data file {first['file'].iat[0]!r}: column(s) {cols} hold missing values "
-                            f"({int(missing.any(axis=1).sum())} row(s) in all files); column "
-                            f"{cols[0]!r} in rows {_rows(first['file_row'])} of that file (0-based, header "
-                            f"excluded). Clean the files or pass nan_policy='drop', 'drop-any' or "
-                            f"'interpolate'")
+            return df[~df[used].isna().any(axis=1)]
+        if self.nan_policy == "error":
+            self._refuse_missing(df, used, "Clean the files or pass nan_policy='mask' (missing targets), "
+                                           "'interpolate-mask' (and covariates filled), 'drop', 'drop-any' "
+                                           "or 'interpolate'")
+            return df
+        if self.nan_policy == "interpolate":
+            df = self._interpolate(df)
+            return df[~df[self.target_columns + places].isna().any(axis=1)]
+        # "mask", "interpolate-mask": a missing target stays NaN, every input must be there
+        self._refuse_missing(df, places, "A row without its station or time has no place: clean the files "
+                                         "or pass nan_policy='drop'")
+        if self.nan_policy == "interpolate-mask":
+            return self._interpolate(df)
+        self._refuse_missing(df, inputs, "These inputs cannot be missing (nan_policy='mask' keeps missing "
+                                         "target values only): clean the files or pass nan_policy="
+                                         "'interpolate-mask' (fills them in time per station), 'interpolate' "
+                                         "or 'drop'")
         return df
+
+    @staticmethod
+    def _refuse_missing(df, columns, advice):
+        """A TaskError naming the first file, the ``columns`` and that file's rows where one of
+        ``columns`` is missing, followed by ``advice``; nothing if none is."""
+        missing = df[columns].isna()
+        cols = [c for c in columns if missing[c].any()]
+        if not cols:
+            return
+        first = df[missing[cols[0]]]
+        first = first[first["file"] == first["file"].iat[0]]
+        raise TaskError(f"data file {first['file'].iat[0]!r}: column(s) {cols} hold missing values "
+                        f"({int(missing.any(axis=1).sum())} row(s) in all files); column "
+                        f"{cols[0]!r} in rows {_rows(first['file_row'])} of that file (0-based, header "
+                        f"excluded). {advice}")
+
+    def _interpolate(self, df):
+        """``df`` with the covariates interpolated linearly in time between the station's
+        neighbouring rows (categorical ones: the previous, else the next value); a TaskError
+        where a station has no value of one."""
+        df = df.sort_values("_time", kind="stable")
+        df[self.covariate_columns] = self._numeric(df, self.covariate_columns)  # names bad entries
+        inputs = self.covariate_columns + self.categorical_columns
+        groups = df.groupby(self.station_column, sort=False)
+        for col in self.covariate_columns:
+            df[col] = groups[col].transform(lambda s: s.interpolate(limit_direction="both"))
+        for col in self.categorical_columns:
+            df[col] = groups[col].transform(lambda s: s.ffill().bfill())
+        empty = df[inputs].isna().any(axis=1)
+        if empty.any():
+            i = int(np.flatnonzero(empty.to_numpy())[0])
+            col = next(c for c in inputs if df[c].isna().iat[i])
+            raise TaskError(f"data file {df['file'].iat[i]!r}: covariate {col!r} of station "
+                            f"{df[self.station_column].iat[i]!r} has no value to interpolate from "
+                            f"(nan_policy={self.nan_policy!r}); drop the column or the station")
+        return df.sort_index()
 
     def _times(self, df):
         """``datetime64`` of every row from ``time_columns`` (date parts or one date column)."""
@@ -357,8 +401,9 @@ class StationsTask(Task):
         self.table = df[["file", "file_row", self.station_column, "_time"]].rename(
             columns={self.station_column: "station", "_time": "time"})
         self.dim_x, self.dim_y = self.x.shape[1], self.y.shape[1]
-        for names, values in ((self.input_names, self.x), (self.target_columns, self.y)):  # one-hot: finite
-            bad = np.argwhere(~np.isfinite(values))
+        observed = ~np.isnan(targets)  # a missing target stays NaN
+        for names, values, known in ((self.input_names, self.x, True), (self.target_columns, self.y, observed)):
+            bad = np.argwhere(~np.isfinite(values) & known)  # one-hot: finite
             if bad.size:
                 i, j = bad[0]
                 raise TaskError(f"data file {df['file'].iat[i]!r}: column {names[j]!r} is not finite once "
@@ -414,13 +459,18 @@ class StationsTask(Task):
         return np.concatenate(blocks, 1) if blocks else np.zeros((len(df), 0))
 
     def _statistics(self, train, names, targets=False):
-        """``(offset, scale)`` ``[D]`` of ``scaling`` from the training rows ``train [n, D]``.
-        A constant input gets scale 1 (shifted only); a constant target is an error."""
+        """``(offset, scale)`` ``[D]`` of ``scaling`` from the observed (non-NaN) values of the
+        training rows ``train [n, D]``. A constant input gets scale 1 (shifted only); a
+        constant target, or a column without an observed training value, is an error."""
+        empty = [names[j] for j in np.flatnonzero(np.isnan(train).all(0))]
+        if empty:
+            raise TaskError(f"{OWNER}: {'target ' if targets else ''}column(s) {empty} of {self._source} have "
+                            f"no observed (non-NaN) value in the {len(train)} training rows: cannot scale them")
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked in _load
             if self.scaling == "minmax":
-                offset, scale = train.min(0), train.max(0) - train.min(0)
+                offset, scale = np.nanmin(train, 0), np.nanmax(train, 0) - np.nanmin(train, 0)
             else:
-                offset, scale = train.mean(0), train.std(0)
+                offset, scale = np.nanmean(train, 0), np.nanstd(train, 0)
         flat = np.flatnonzero(scale == 0)
         if flat.size and targets:
             raise TaskError(f"{OWNER}: target column(s) {[names[j] for j in flat]} of {self._source} are "
@@ -488,8 +538,8 @@ class StationsTask(Task):
         """Forecasts of the first ``num_tasks`` windows of ``batch`` against time, in the data's
         units (:func:`taylorformer.plotting.forecasts.plot_forecast`): per window, the
         station of its first target and each target column, that station's context rows as
-        history, its target rows' truth, quantile bands from ``max(num_samples, 100)``
-        predictive samples and ``min(num_samples, 5)`` sampled paths."""
+        history, its target rows' truth (missing values are gaps), quantile bands from
+        ``max(num_samples, 100)`` predictive samples and ``min(num_samples, 5)`` sampled paths."""
         from matplotlib.figure import Figure
 
         from taylorformer.inference import predict

@@ -15,7 +15,7 @@ from taylorformer.errors import TaskError
 from taylorformer.evaluation import evaluate
 from taylorformer.task import make_task
 from taylorformer.tasks import datasets
-from taylorformer.tasks.stations import BEIJING_COORDINATES, CALENDAR
+from taylorformer.tasks.stations import BEIJING_COORDINATES, CALENDAR, NAN_POLICIES
 from taylorformer.training import TrainConfig, Trainer
 
 SMALL = {"num_context": 18, "num_target": 6, "eval_stride": 3}  # 6 h of 3 stations -> 2 h
@@ -162,16 +162,120 @@ def test_nan_policies(tmp_path, uci_format):
 
     assert kept(stations(folder, nan_policy="drop")) == {5, 9}  # SO2 is not used
     assert kept(stations(folder, nan_policy="drop-any")) == {5, 9, 14}  # the reference's dropna()
-    task = stations(folder, nan_policy="interpolate")
-    assert kept(task) == {5}  # a missing target is never invented
-    row = int(np.flatnonzero((task.table["station"] == "Aotizhongxin") & (task.table["file_row"] == 9))[0])
-    temps = first["TEMP"].to_numpy()
-    n_train = task.split_bounds["train"][1]
-    table = expected_table(folder).dropna(subset=["PM2.5"]).reset_index(drop=True)
-    col = table["TEMP"].to_numpy().copy()
-    col[row] = (temps[8] + temps[10]) / 2  # linear in time between its neighbours
-    lo, hi = col[:n_train].min(), col[:n_train].max()
-    assert task.x[row, len(CALENDAR)] == pytest.approx((col[row] - lo) / (hi - lo), abs=1e-6)
+    # "mask" (the default) keeps missing targets but refuses a missing input, naming it
+    with pytest.raises(TaskError, match=r"PRSA_Data_Aotizhongxin.*column\(s\) \['TEMP'\] hold missing values "
+                                        r"\(1 row\(s\) in all files\); column 'TEMP' in rows \[9\].*"
+                                        r"'interpolate-mask'"):
+        stations(folder, nan_policy="mask")
+    for policy, dropped in (("interpolate", {5}), ("interpolate-mask", set())):
+        task = stations(folder, nan_policy=policy)
+        assert kept(task) == dropped  # a missing target is never invented: dropped, or kept as NaN
+        row = int(np.flatnonzero((task.table["station"] == "Aotizhongxin") & (task.table["file_row"] == 9))[0])
+        temps = first["TEMP"].to_numpy()
+        n_train = task.split_bounds["train"][1]
+        table = expected_table(folder)
+        if dropped:
+            table = table.dropna(subset=["PM2.5"]).reset_index(drop=True)
+        col = table["TEMP"].to_numpy().copy()
+        col[row] = (temps[8] + temps[10]) / 2  # linear in time between its neighbours
+        lo, hi = col[:n_train].min(), col[:n_train].max()
+        assert task.x[row, len(CALENDAR)] == pytest.approx((col[row] - lo) / (hi - lo), abs=1e-6)
+    missing = np.argwhere(np.isnan(task.y))  # interpolate-mask: the one missing target value
+    assert missing.tolist() == [[3 * 5, 0]]  # hour 5 of the first station (rows: 3 stations an hour)
+
+
+#: (station number, hour, target) of the missing values of :func:`write_missing_targets`:
+#: training rows (hours 0..95), validation (96..107) and test (108..119); the first
+#: station's hour 112 and 114 fall in the first test window (context, target)
+MISSING_TARGETS = [(0, 5, "PM2.5"), (0, 40, "PM2.5"), (0, 40, "PM10"), (1, 17, "PM10"), (2, 100, "PM10"),
+                   (0, 112, "PM2.5"), (0, 114, "PM10")]
+
+
+def write_missing_targets(tmp_path, uci, missing=MISSING_TARGETS):
+    folder = tmp_path / "missing-targets"
+    frames = [uci.frame(k, s) for k, s in enumerate(uci.stations)]
+    for k, hour, col in missing:
+        frames[k].loc[hour, col] = np.nan
+    for f in frames:
+        uci.write(folder, f)
+    return folder
+
+
+@pytest.mark.parametrize("scaling", ["minmax", "zscore"])
+def test_mask_keeps_missing_targets_as_nan_scaled_with_the_observed_training_values(tmp_path, uci_format,
+                                                                                     scaling):
+    folder = write_missing_targets(tmp_path, uci_format)
+    task = stations(folder, nan_policy="mask", scaling=scaling)
+    table = expected_table(folder)
+    raw = table[["PM2.5", "PM10"]].to_numpy(float)
+    assert len(task.table) == len(table) == 3 * uci_format.hours  # no row dropped
+    assert sorted(map(tuple, np.argwhere(np.isnan(raw)).tolist())) == sorted(
+        (3 * hour + k, ["PM2.5", "PM10"].index(col)) for k, hour, col in MISSING_TARGETS)
+    train = table[["PM2.5", "PM10"]].iloc[:task.split_bounds["train"][1]]  # pandas skips NaN
+    if scaling == "minmax":
+        offset, scale = train.min().to_numpy(), (train.max() - train.min()).to_numpy()
+    else:
+        offset, scale = np.nanmean(train.to_numpy(), 0), np.nanstd(train.to_numpy(), 0)
+    np.testing.assert_allclose(task.y_offset, offset, rtol=1e-12)
+    np.testing.assert_allclose(task.y_scale, scale, rtol=1e-12)
+    np.testing.assert_array_equal(np.isnan(task.y), np.isnan(raw))
+    np.testing.assert_allclose(task.y, (raw - offset) / scale, rtol=1e-5, atol=1e-6)
+    assert np.isfinite(task.x).all() and np.isfinite(task.s).all() and np.isfinite(task.t).all()
+    for split in ("val", "test"):
+        b = collect(task.dataset(split, batch_size=4))
+        for i, start in enumerate(b["window_start"]):
+            y = np.concatenate([b["yc"][i], b["yt"][i]])
+            np.testing.assert_array_equal(np.isnan(y), np.isnan(raw[start:start + 24]))
+            np.testing.assert_allclose(y, (raw[start:start + 24] - offset) / scale, rtol=1e-5, atol=1e-6)
+
+
+def test_missing_targets_train_evaluate_and_plot_as_gaps(tmp_path, uci_format):
+    import io
+
+    import taylorformer as tfm
+
+    folder = write_missing_targets(tmp_path, uci_format)
+    task = stations(folder, nan_policy="mask")
+    test = next(iter(task.dataset("test", batch_size=2, num_batches=1)))
+    assert int(test["window_start"][0]) == 324 and np.isnan(test["yc"][0]).any() and np.isnan(test["yt"][0]).any()
+    spec = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
+            "head": {"width": 16}}
+    cfg = TrainConfig(steps=3, batch_size=4, val_every=3, val_batches=1, tensorboard=False, warmup_steps=0)
+    trainer = Trainer(spec, task, cfg, out_dir=str(tmp_path / "run"))
+    log = trainer.fit(verbose=0)
+    assert int(log[-1]["step"]) == 3 and np.isfinite(float(log[-1]["val_loglik"]))
+    assert np.isfinite(tfm.loglik(trainer.model, test).numpy()).all()
+    result = evaluate(trainer.model, task, "test", batch_size=4)
+    assert result["num_tasks"] == 5 and np.isfinite(result["loglik"]["mean"])
+    fig = task.plot(trainer.model, test, num_tasks=1, num_samples=2)
+    rows = expected_table(folder).iloc[324:348]  # the first test window; its first target: Aotizhongxin
+    mine = (rows["station"] == "Aotizhongxin").to_numpy()
+    history = fig.axes[0].get_lines()[0].get_ydata()  # PM2.5, the station's 6 context hours 108..113
+    np.testing.assert_allclose(history, rows["PM2.5"].to_numpy()[:18][mine[:18]], rtol=1e-5)
+    assert np.isnan(history[4]) and np.isfinite(np.delete(history, 4)).all()  # hour 112: a gap
+    truth = {line.get_label(): line.get_ydata() for line in fig.axes[1].get_lines()}["truth"]  # PM10
+    np.testing.assert_allclose(truth, rows["PM10"].to_numpy()[18:][mine[18:]], rtol=1e-5)
+    assert np.isnan(truth[0]) and np.isfinite(truth[1])  # hour 114: a gap
+    fig.savefig(io.BytesIO(), format="png")  # the gaps render
+
+
+def test_mask_refuses_missing_inputs_and_targets_never_observed_in_training(tmp_path, uci_format):
+    never = write_missing_targets(tmp_path, uci_format, [(k, h, "PM10") for k in range(3) for h in range(100)])
+    with pytest.raises(TaskError, match=r"target column\(s\) \['PM10'\] of path .* have no observed \(non-NaN\) "
+                                        r"value in the 288 training rows"):
+        stations(never, nan_policy="mask")
+    for col, words in (("hour", r"A row without its station or time has no place.*'drop'"),
+                       ("wd", r"These inputs cannot be missing.*'interpolate-mask'")):
+        folder = tmp_path / f"no-{col}"
+        frames = [uci_format.frame(k, s) for k, s in enumerate(uci_format.stations)]
+        frames[1].loc[[12, 30], col] = np.nan
+        for f in frames:
+            uci_format.write(folder, f)
+        for policy in ("mask", "interpolate-mask") if col == "hour" else ("mask",):
+            with pytest.raises(TaskError, match=rf"PRSA_Data_Dongsi.*column\(s\) \['{col}'\] hold missing values "
+                                                rf"\(2 row\(s\) in all files\); column '{col}' in rows \[12, 30\].*"
+                                                rf"{words}"):
+                stations(folder, nan_policy=policy)
 
 
 # ---------------------------------------------------------------------- bad input
@@ -219,7 +323,8 @@ def test_bad_files_and_columns_name_the_file_and_field(tmp_path, uci_folder, uci
             stations(uci_folder, **{key: value})
 
 
-def test_nan_and_infinite_targets_are_refused_by_default(tmp_path, uci_format):
+@pytest.mark.parametrize("policy", NAN_POLICIES)
+def test_infinite_targets_are_refused_whatever_the_nan_policy(tmp_path, uci_format, policy):
     folder = tmp_path / "inf"
     frame = uci_format.frame(0, "Dongsi")
     frame.loc[3, "PM10"] = np.inf
@@ -227,7 +332,7 @@ def test_nan_and_infinite_targets_are_refused_by_default(tmp_path, uci_format):
     with pytest.raises(TaskError) as err:
         make_task("stations", {"path": str(path), "target_columns": "PM10", "calendar": ["hour"],
                                "coordinates": {"Dongsi": [39.929, 116.417]}, "num_context": 3,
-                               "num_target": 1})
+                               "num_target": 1, "nan_policy": policy})
     assert str(path) in str(err.value) and "'PM10'" in str(err.value) and "row 3" in str(err.value)
 
 

@@ -48,7 +48,9 @@ def test_one_fit_step_equals_the_gradient_of_the_np_loss(preset, permutations):
     history = model.fit(tf.data.Dataset.from_tensors(batch), epochs=1, verbose=0)
     np.testing.assert_allclose(history.history["loss"][0], loss, rtol=1e-5)
     for got, want in zip(model.trainable_variables, expected):
-        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-6)
+        # the compiled step and the eager reference sum float32 terms in other orders: near-zero
+        # weights differ by ~2e-6 on TF 2.19 (one SGD step of 0.1 on gradients of order 1)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow  # XLA-compiled training runs (tf219 stays lean)

@@ -6,7 +6,7 @@ gaps are known: the script reports the predictive's log-likelihood and 95% cover
 gaps are NaN in the batches the model trains on, context and targets alike (taylorformer.batch:
 a NaN output is "not observed"); nothing is imputed or dropped by hand.
 
-    python docs/figures/missing_values.py [--steps 1500] [--out docs/figures/missing-values.png]
+    python docs/figures/missing_values.py [--steps 800] [--out docs/figures/missing-values.png]
 """
 import argparse
 
@@ -48,7 +48,7 @@ def window_batch(series, starts, rng, context_fraction=(0.3, 0.9)):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--steps", type=int, default=800)
     parser.add_argument("--out", default="docs/figures/missing-values.png")
     args = parser.parse_args()
 

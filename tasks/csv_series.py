@@ -10,9 +10,9 @@ Protocol, for a series of ``N`` rows (after NaN handling) and one window of
 ``W = context_length + horizon`` consecutive rows:
 
 * Missing values (``nan_policy``): ``"mask"`` (default) keeps a NaN target value as NaN in
-  ``yc``/``yt``: the model leaves that step out, as a context point and as a scored
-  target (:func:`taylorformer.batch.with_masks`; with several targets a step with any of
-  them NaN is left out whole). Covariates are inputs: with ``"mask"`` a NaN there is an
+  ``yc``/``yt``: the model leaves that value out, as context and as a scored target
+  (:func:`taylorformer.batch.with_masks`; with several targets a step keeps its observed
+  ones, flagged per output). Covariates are inputs: with ``"mask"`` a NaN there is an
   error naming the column and rows. ``"error"`` refuses every NaN, ``"drop"`` drops the
   rows, ``"ffill"`` carries the last value forward (targets and covariates alike).
 

@@ -17,9 +17,9 @@ Data
     resizes it by area averaging (Pillow ``BOX``).
 Missing pixels
     A NaN in a float source is a missing pixel value. ``nan_policy="mask"`` (default)
-    keeps it as a NaN output in the batches: such a pixel (a pixel with a NaN in any
-    channel) is never an observed context point nor a scored target
-    (:func:`taylorformer.batch.with_masks`); resizing averages the observed pixels of a
+    keeps it as a NaN output in the batches: such a value is never observed context
+    nor a scored target (:func:`taylorformer.batch.with_masks`; an RGB pixel keeps its
+    observed channels, flagged per channel); resizing averages the observed pixels of a
     box only (NaN where the whole box is missing), RGB -> grey is NaN where a channel is.
     ``nan_policy="error"`` refuses them, naming the file and the first
     ``[image, row, column, channel]``. Infinite values are always errors; uint8 sources

@@ -15,9 +15,9 @@
     * missing values are handled by ``nan_policy`` (:data:`NAN_POLICIES`), then the rows are
       sorted by time (stations in name order within an hour: the reference leaves that
       order to an unstable sort). ``"mask"`` (default) keeps a row with a missing target
-      value, which stays NaN in ``yc``/``yt``: the model leaves that point out, as a
-      context point and as a scored target (:func:`taylorformer.batch.with_masks`; with
-      several targets a point with any of them missing is left out whole). Inputs cannot
+      value, which stays NaN in ``yc``/``yt``: the model leaves that value out, as context
+      and as a scored target (:func:`taylorformer.batch.with_masks`; with several targets
+      a point keeps its observed ones, flagged per output). Inputs cannot
       be missing: a missing covariate or categorical value is an error naming the file,
       column and rows, and so is a missing station or time (the ``"drop"``, ``"drop-any"``
       and ``"interpolate"`` policies drop such a row). ``"interpolate-mask"`` masks missing targets like ``"mask"`` and fills

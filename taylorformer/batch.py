@@ -15,6 +15,10 @@ key            shape                meaning
 ``gt_loglik``  ``[B]`` (optional)   exact GP predictive log-lik per target point
 =============  ===================  ===============================================
 
+A NaN output value means "not observed"; models call :func:`with_masks`, which adds
+``observed_c``/``observed_t`` ``[B, N, Dy]`` (1 where an output value is observed) and
+zeroes the masks of points with no observed output.
+
 Optional feature groups (spatio-temporal models): ``sc``/``st`` space ``[B, N, Ds]``,
 ``tc``/``tt`` time ``[B, N, Dt]``. Variable set sizes inside one batch are padding
 plus masks; a padded point must change nothing. ``Nc`` may be 0 (empty context).
@@ -25,26 +29,60 @@ from taylorformer.errors import BatchError
 
 REQUIRED = ("xc", "yc", "xt", "yt")
 PAIRS = (("xc", "yc", "mask_c"), ("xt", "yt", "mask_t"))
+#: per-output observed flags :func:`with_masks` adds, one per pair
+OBSERVED_KEYS = ("observed_c", "observed_t")
 
 
 def with_masks(batch):
-    """Return ``batch`` with its masks: all ones where missing, and 0 at every point whose
-    output values hold a NaN ("not observed"; those values become 0, so nothing downstream
-    sees a NaN). A point with a NaN in any of its ``Dy`` outputs is left out whole: it
-    takes no part in attention, pooling, neighbour search, the loss or any metric."""
+    """Return ``batch`` with its masks and per-output observed flags.
+
+    ``mask_c``/``mask_t`` (``[B, N]``): all ones where missing, then 0 at every point none
+    of whose ``Dy`` outputs is observed (NaN means "not observed"), so such a point takes
+    no part in attention, pooling, neighbour search, the loss or any metric.
+    ``observed_c``/``observed_t`` (float ``[B, N, Dy]``): 1 where an output value is
+    observed at a real point, else 0; an unobserved value becomes 0 (whatever it was), so
+    nothing downstream sees a NaN. Idempotent: flags already in ``batch`` are kept (a value zeroed by an
+    earlier call stays unobserved).
+    """
     import tensorflow as tf
 
     out = dict(batch)
-    for x_key, y_key, m_key in PAIRS:
+    for (x_key, y_key, m_key), o_key in zip(PAIRS, OBSERVED_KEYS):
         y = tf.convert_to_tensor(out[y_key])
         if m_key not in out:
             out[m_key] = tf.ones(tf.shape(tf.convert_to_tensor(out[x_key]))[:2], dtype=tf.float32)
+        mask = tf.convert_to_tensor(out[m_key])
+        observed = tf.ones(tf.shape(y), tf.float32)
+        if o_key in out:
+            observed *= tf.cast(out[o_key], tf.float32)
         if y.dtype.is_floating:
-            missing = tf.math.is_nan(y)
-            observed = tf.logical_not(tf.reduce_any(missing, -1))  # [B, N]
-            out[y_key] = tf.where(missing, tf.zeros_like(y), y)
-            mask = tf.convert_to_tensor(out[m_key])
-            out[m_key] = mask * tf.cast(observed, mask.dtype)
+            observed *= 1.0 - tf.cast(tf.math.is_nan(y), tf.float32)
+            out[y_key] = tf.where(observed > 0.5, y, tf.zeros_like(y))
+        observed *= tf.cast(mask, tf.float32)[..., None]  # padding is not observed
+        out[o_key] = observed
+        out[m_key] = mask * tf.cast(tf.reduce_any(observed > 0.5, -1), mask.dtype)
+    return out
+
+
+def with_targets(batch, **targets):
+    """``batch`` with new target-side arrays (``xt=..., yt=..., mask_t=...``) and without
+    the observed flags of the old targets (:func:`with_masks` makes them anew)."""
+    out = {key: value for key, value in batch.items() if key != "observed_t"}
+    out.update(targets)
+    return out
+
+
+def fully_observed(batch):
+    """``batch`` (after :func:`with_masks`) with ``mask_c``/``mask_t`` at 1 only where
+    every output is observed: the points whose values can stand in for the whole point
+    (LocalTaylor's neighbours)."""
+    import tensorflow as tf
+
+    out = dict(batch)
+    for (_, _, m_key), o_key in zip(PAIRS, OBSERVED_KEYS):
+        if o_key in out:
+            full = tf.reduce_all(tf.cast(out[o_key], tf.float32) > 0.5, -1)
+            out[m_key] = out[m_key] * tf.cast(full, out[m_key].dtype)
     return out
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from taylorformer.batch import with_masks
 from taylorformer.checks import check_int
 from taylorformer.errors import SpecError
-from taylorformer.inference import loglik, masked_point_mean
+from taylorformer.inference import loglik, masked_point_mean, observed_log_prob
 from taylorformer.target_order import permute_targets
 
 
@@ -56,39 +56,47 @@ def summarize_consistency(stds):
 
 def batch_metrics(model, batch):
     """Per-task ``loglik`` [B], ``observed`` [B] (a task has an observed target) and
-    per-point squared errors / coverage hits at the observed targets (NumPy)."""
+    per-point squared errors (mean over the observed outputs) / coverage hits (every
+    observed output inside) at the observed targets (NumPy)."""
     batch = with_masks(batch)
     dist = model.distribution(batch)
     yt = tf.cast(batch["yt"], tf.float32)
-    logp = tf.reduce_sum(tf.cast(dist.log_prob(yt), tf.float64), -1)
     mask = batch["mask_t"].numpy().astype(bool)
+    observed = batch["observed_t"].numpy() > 0.5
     cdf = dist.cdf(yt).numpy()  # central 95% interval <=> 0.025 <= F(y) <= 0.975
-    inside = ((cdf >= 0.025) & (cdf <= 0.975)).all(-1)
-    sq_err = ((dist.mean().numpy() - yt.numpy()) ** 2).mean(-1)
+    inside = ((cdf >= 0.025) & (cdf <= 0.975)) | ~observed
+    sq_err = (dist.mean().numpy() - yt.numpy()) ** 2
     return {
-        "loglik": masked_point_mean(logp, batch["mask_t"]).numpy(),
+        "loglik": masked_point_mean(observed_log_prob(dist, batch), batch["mask_t"]).numpy(),
         "observed": mask.any(1),  # [B]: tasks without an observed target have no loglik
-        "sq_err": sq_err[mask],
-        "inside95": inside[mask],
+        "sq_err": _observed_mean(sq_err, observed)[mask],
+        "inside95": inside.all(-1)[mask],
     }
 
 
-def sample_metrics(samples, yt, mask_t):
+def _observed_mean(values, observed):
+    """Mean over the observed outputs of ``values [..., Dy]`` (0 where none is)."""
+    return (values * observed).sum(-1) / np.maximum(observed.sum(-1), 1)
+
+
+def sample_metrics(samples, yt, mask_t, observed_t=None):
     """MSE of the sample mean, CRPS and 95% coverage from ``samples [S, B, Nt, Dy]``.
 
     CRPS uses the ensemble estimator E|X - y| - E|X - X'| / 2 (per point, averaged over
-    dims), with E|X - X'| = 2/S^2 sum_i (2i - S - 1) x_(i) over the sorted samples
-    (O(S log S) instead of all S^2 pairs). Returns per-real-point arrays (NumPy).
+    the observed dims: ``observed_t [B, Nt, Dy]``, all by default), with
+    E|X - X'| = 2/S^2 sum_i (2i - S - 1) x_(i) over the sorted samples (O(S log S)
+    instead of all S^2 pairs). Returns per-real-point arrays (NumPy).
     """
     samples, yt = np.asarray(samples, np.float64), np.asarray(yt, np.float64)
     mask = np.asarray(mask_t).astype(bool)
-    sq_err = ((samples.mean(0) - yt) ** 2).mean(-1)
+    observed = np.ones(yt.shape, bool) if observed_t is None else np.asarray(observed_t) > 0.5
+    sq_err = _observed_mean((samples.mean(0) - yt) ** 2, observed)
     s = samples.shape[0]
     weights = (2 * np.arange(1, s + 1) - s - 1).reshape((s,) + (1,) * (samples.ndim - 1))
     spread = 2.0 / s**2 * (weights * np.sort(samples, axis=0)).sum(0)
-    crps = (np.abs(samples - yt[None]).mean(0) - 0.5 * spread).mean(-1)
+    crps = _observed_mean(np.abs(samples - yt[None]).mean(0) - 0.5 * spread, observed)
     lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
-    inside = ((yt >= lo) & (yt <= hi)).all(-1)
+    inside = (((yt >= lo) & (yt <= hi)) | ~observed).all(-1)
     return {"sq_err": sq_err[mask], "crps": crps[mask], "inside95": inside[mask]}
 
 
@@ -122,7 +130,7 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
         if autoregressive and num_samples:
             samples = model.sample(batch, num_samples, seed=[seed, i])
             observed = with_masks(batch)  # unobserved (NaN) targets leave the metrics
-            sampled.append(sample_metrics(samples, observed["yt"], observed["mask_t"]))
+            sampled.append(sample_metrics(samples, observed["yt"], observed["mask_t"], observed["observed_t"]))
         if autoregressive and consistency:
             stds.append(np.asarray(order_consistency(model, batch, k=consistency, seed=seed + i)))
     if not lls:

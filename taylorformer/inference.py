@@ -13,14 +13,21 @@ def masked_point_mean(values, mask):
 def loglik(model, batch, training=False):
     """Mean log-likelihood per real target point, ``[B]`` float64.
 
-    Log densities are summed over output dims, accumulated in float64 and averaged
-    over the points with ``mask_t == 1``. For autoregressive models this is the
-    teacher-forced chain-rule log-likelihood.
+    Log densities are summed over the observed output dims (``observed_t``: a NaN target
+    value is not scored), accumulated in float64 and averaged over the points with
+    ``mask_t == 1`` (at least one observed output). For autoregressive models this is
+    the teacher-forced chain-rule log-likelihood.
     """
     dist = model.distribution(batch, training=training)  # validates the batch
     batch = with_masks(batch)
-    logp = tf.reduce_sum(tf.cast(dist.log_prob(tf.cast(batch["yt"], tf.float32)), tf.float64), -1)
-    return masked_point_mean(logp, batch["mask_t"])
+    return masked_point_mean(observed_log_prob(dist, batch), batch["mask_t"])
+
+
+def observed_log_prob(dist, batch):
+    """float64 ``[B, Nt]``: the log density of each target point's observed output values
+    (``batch`` after :func:`~taylorformer.batch.with_masks`)."""
+    logp = tf.cast(dist.log_prob(tf.cast(batch["yt"], tf.float32)), tf.float64)
+    return tf.reduce_sum(logp * tf.cast(batch["observed_t"], tf.float64), -1)
 
 
 def predict(model, batch, num_samples=0, seed=None):

@@ -9,7 +9,9 @@ A spec names registry components::
      "head": {"width": 128, "hidden_layers": 2},
      "likelihood": {"name": "normal", "min_scale": 0.001},
      "wrapper": null,                        # e.g. {"name": "local-taylor", ...}
-     "dtype_policy": null}                   # e.g. "mixed_bfloat16" for the network
+     "dtype_policy": null,                   # e.g. "mixed_bfloat16" for the network
+     "observed_flags": null}                 # per-output observed flags in the tokens
+                                             # (null: on when dim_y > 1)
 
 :func:`resolve_spec` fills defaults, validates keys and types, and records which
 distribution provided each component, nested ones included (``provenance``); the
@@ -38,6 +40,7 @@ DEFAULTS = {
     "likelihood": {"name": "normal"},
     "wrapper": None,
     "dtype_policy": None,
+    "observed_flags": None,
     "description": "",
 }
 TOP_LEVEL_KEYS = set(DEFAULTS) | {"encoder", "preset", "provenance"}
@@ -123,9 +126,13 @@ def _resolve(spec, overrides):
         if not isinstance(base, dict):
             raise SpecError(f"model preset {name!r} must be a spec dict, got {type(base).__name__}")
         spec = deep_merge(deep_merge(base, {}), spec)
-    spec.pop("provenance", None)
+    if spec.pop("provenance", None) is not None:
+        # a spec resolved before observed flags existed (a saved model or run) had none
+        spec.setdefault("observed_flags", False)
     resolved = deep_merge(DEFAULTS, spec)
     _check_types(resolved)
+    if resolved["observed_flags"] is None:
+        resolved["observed_flags"] = resolved["dim_y"] > 1
     for field in COMPONENT_FIELDS:
         if resolved.get(field) is not None:
             resolved[field] = components.normalize(resolved[field], field)
@@ -147,6 +154,9 @@ def _check_types(spec):
     check_int("spec 'head'", "hidden_layers", head.get("hidden_layers", 2), minimum=0)
     check_activation("spec 'head'", "activation", head.get("activation", "relu"))
     check_dtype_policy("spec", "dtype_policy", spec["dtype_policy"])
+    if not (spec["observed_flags"] is None or isinstance(spec["observed_flags"], bool)):
+        raise SpecError(f"spec: observed_flags must be true, false or null (on when dim_y > 1), "
+                        f"got {spec['observed_flags']!r}")
     if not isinstance(spec["description"], str):
         raise SpecError(f"spec: description must be a string, got {spec['description']!r}")
 

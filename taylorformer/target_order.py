@@ -12,7 +12,7 @@ from taylorformer.batch import with_masks
 from taylorformer.errors import SpecError
 
 #: batch keys indexed by target point (permuted together)
-TARGET_KEYS = ("xt", "yt", "mask_t", "st", "tt")
+TARGET_KEYS = ("xt", "yt", "mask_t", "observed_t", "st", "tt")
 
 
 def seed_pair(seed, salt=0):

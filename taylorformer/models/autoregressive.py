@@ -22,6 +22,7 @@ import keras
 import tensorflow as tf
 
 from taylorformer import decoding
+from taylorformer.batch import fully_observed, with_targets
 from taylorformer.errors import SpecError
 from taylorformer.models.base import NeuralProcess
 from taylorformer.target_order import gather_targets, random_orders, seed_pair, tile_batch
@@ -61,15 +62,6 @@ class AutoregressiveNP(NeuralProcess):
             "model.teacher_forced_distribution(batch)")
 
     # ------------------------------------------------------------------ sampling
-    def _encoder_inputs(self, batch, features):
-        """What the encoder gets for ``batch``: ``(batch, keyword args)`` (the wrapper's
-        features folded in, or handed over, or none)."""
-        if self.wrapper is None:
-            return batch, {}
-        if self._fold:
-            return self.wrapper.fold(batch, features), {}
-        return batch, {"features": features}
-
     def _draw(self, params, seed, step):
         """Draw the targets of one step from ``params`` ``[R, ...]`` -> float32 ``[R, Dy]``."""
         step_seed = tf.random.experimental.stateless_fold_in(seed, step)
@@ -111,7 +103,7 @@ class AutoregressiveNP(NeuralProcess):
         nc, nt = int(rows["xc"].shape[1]), int(rows["xt"].shape[1])
         wrapper_state = features = None
         if self.wrapper is not None:
-            wrapper_state, features = self.wrapper.start_cache(rows)
+            wrapper_state, features = self.wrapper.start_cache(fully_observed(rows))
         batch, kwargs = self._encoder_inputs(decoding.context_only(rows), features)
         cache = self.encoder.start_cache({**batch, "mask_t": rows["mask_t"]}, **kwargs)
         keys = sorted(self.likelihood.parameters(tf.zeros([1, 1, self.likelihood.num_params(self.dim_y)])))
@@ -192,7 +184,7 @@ class AutoregressiveNP(NeuralProcess):
                             + " (see taylorformer.decoding): sample with cache=False")
         cache = not missing if cache is None else cache
         # the target values are never read: a NaN (unknown) target is still drawn
-        batch = self.prepare({**batch, "yt": tf.zeros_like(tf.cast(batch["yt"], tf.float32))})
+        batch = self.prepare(with_targets(batch, yt=tf.zeros_like(tf.cast(batch["yt"], tf.float32))))
         batch = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
         b, nt = int(batch["xt"].shape[0]), int(batch["xt"].shape[1])
         rows = tile_batch(batch, num_samples)  # [S*B, ...], sample-major

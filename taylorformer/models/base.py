@@ -12,6 +12,10 @@ the encoder; an encoder that declares ``reads_wrapper_features = True`` is calle
 ``encoder(batch, features=features)``, any other one on ``wrapper.fold(batch, features)``
 (built for ``wrapper.folded_dims()``); after the likelihood's ``parameters``,
 ``wrapper.adjust(params, features)``.
+
+With ``observed_flags`` (spec; on by default when ``Dy > 1``) the encoder's output values
+are ``concat([y, observed])`` (``[B, N, 2 Dy]``, :func:`append_observed_flags`): a point
+with some outputs missing still informs the observed ones, and the token says which.
 """
 import contextlib
 
@@ -19,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from taylorformer import components, registry
-from taylorformer.batch import validate_batch, with_masks
+from taylorformer.batch import fully_observed, validate_batch, with_masks
 from taylorformer.errors import SpecError
 from taylorformer.layers import MLP
 from taylorformer.models.fitting import FitMixin
@@ -41,6 +45,20 @@ def dtype_policy_scope(policy):
         yield
     finally:
         keras.config.set_dtype_policy(previous)
+
+
+def append_observed_flags(batch, dim_y):
+    """``yc``/``yt`` ``[B, N, D]`` -> ``[B, N, D + dim_y]``: each point's values followed by
+    its per-output observed flags (``observed_c``/``observed_t`` of
+    :func:`taylorformer.batch.with_masks`; ones where absent, e.g. a drawn target)."""
+    out = dict(batch)
+    for y_key, o_key in (("yc", "observed_c"), ("yt", "observed_t")):
+        y = tf.cast(out[y_key], tf.float32)
+        flags = out.get(o_key)
+        if flags is None:
+            flags = tf.ones(tf.concat([tf.shape(y)[:2], [dim_y]], 0))
+        out[y_key] = tf.concat([y, tf.cast(flags, tf.float32)], -1)
+    return out
 
 
 class NeuralProcess(FitMixin, keras.Model):
@@ -65,6 +83,9 @@ class NeuralProcess(FitMixin, keras.Model):
         reads = getattr(registry.get("encoder", entry["name"]), "reads_wrapper_features", False)
         self._fold = self.wrapper is not None and not reads
         dim_x, dim_y = self.wrapper.folded_dims() if self._fold else (self.dim_x, self.dim_y)
+        self.observed_flags = spec["observed_flags"]
+        if self.observed_flags:
+            dim_y += self.dim_y
         self.encoder = components.build("encoder", entry, "encoder", dim_x=dim_x, dim_y=dim_y)
         self._init_fit_state()
 
@@ -87,14 +108,26 @@ class NeuralProcess(FitMixin, keras.Model):
     def call(self, batch, training=None):
         """Distribution parameters (dict of float32 ``[B, Nt, ...]`` tensors)."""
         batch = self.prepare(batch)
-        if self.wrapper is None:
-            return self.likelihood.parameters(self.head(self.encoder(batch, training=training)))
-        features = self.wrapper.features(batch, causal=self.causal)
-        if self._fold:
-            reps = self.encoder(self.wrapper.fold(batch, features), training=training)
-        else:
-            reps = self.encoder(batch, features=features, training=training)
-        return self.wrapper.adjust(self.likelihood.parameters(self.head(reps)), features)
+        features = None
+        if self.wrapper is not None:
+            features = self.wrapper.features(fully_observed(batch), causal=self.causal)
+        inputs, kwargs = self._encoder_inputs(batch, features)
+        params = self.likelihood.parameters(self.head(self.encoder(inputs, training=training, **kwargs)))
+        return params if self.wrapper is None else self.wrapper.adjust(params, features)
+
+    def _encoder_inputs(self, batch, features):
+        """What the encoder gets for ``batch`` (after :meth:`prepare`): ``(batch, keyword
+        args)``, the wrapper's features folded in or handed over, then the observed flags
+        appended to the output values when the spec asks for them."""
+        kwargs = {}
+        if self.wrapper is not None:
+            if self._fold:
+                batch = self.wrapper.fold(batch, features)
+            else:
+                kwargs = {"features": features}
+        if self.observed_flags:
+            batch = append_observed_flags(batch, self.dim_y)
+        return batch, kwargs
 
     def distribution(self, batch, training=False):
         """The ``tfp`` distribution the log-likelihood scores, batch shape ``[B, Nt, Dy]``:

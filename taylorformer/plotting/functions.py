@@ -11,7 +11,7 @@ Every function returns the Figure and draws into the axes it is given, if any::
 import numpy as np
 from matplotlib.figure import Figure
 
-from taylorformer.batch import with_masks
+from taylorformer.batch import with_masks, with_targets
 from taylorformer.checks import check_int
 from taylorformer.inference import predict
 
@@ -48,8 +48,8 @@ def plot_predictions(model, batch, num_tasks=4, num_samples=0, title=None, axes=
     if dim_x == 1:
         causal = getattr(model, "causal", False)
         xs = batch["xt"] if causal else dense_grid(batch, grid_points)
-        query = {**batch, "xt": xs, "yt": np.zeros(xs.shape[:2] + batch["yt"].shape[2:], np.float32),
-                 "mask_t": batch["mask_t"] if causal else np.ones(xs.shape[:2], np.float32)}
+        query = with_targets(batch, xt=xs, yt=np.zeros(xs.shape[:2] + batch["yt"].shape[2:], np.float32),
+                             mask_t=batch["mask_t"] if causal else np.ones(xs.shape[:2], np.float32))
         out = {k: np.asarray(v) for k, v in predict(model, query, num_samples=num_samples, seed=seed).items()}
         for i in range(n):
             _plot_1d(axes[i][0], batch, query, out, i, joint=causal)

@@ -14,7 +14,7 @@ user's backend::
 import numpy as np
 from matplotlib.figure import Figure
 
-from taylorformer.batch import with_masks
+from taylorformer.batch import with_masks, with_targets
 from taylorformer.checks import check_int
 from taylorformer.inference import predict
 from taylorformer.tasks.image import pixel_coordinates, pixel_indices
@@ -70,9 +70,9 @@ def plot_image_completion(model, batch, image_shape, num_tasks=4, num_samples=0,
         query = batch
     else:
         grid = np.broadcast_to(pixel_coordinates(shape), (n, shape[0] * shape[1], 2))
-        query = {**batch, "xt": np.ascontiguousarray(grid),
-                 "yt": np.zeros(grid.shape[:2] + batch["yt"].shape[2:], np.float32),
-                 "mask_t": np.ones(grid.shape[:2], np.float32)}
+        query = with_targets(batch, xt=np.ascontiguousarray(grid),
+                             yt=np.zeros(grid.shape[:2] + batch["yt"].shape[2:], np.float32),
+                             mask_t=np.ones(grid.shape[:2], np.float32))
     out = {k: np.asarray(v) for k, v in predict(model, query, num_samples=num_samples, seed=seed).items()}
     fig, rows = _figure(axes, n, len(FIXED_PANELS) + num_samples)
     for i in range(n):

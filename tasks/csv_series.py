@@ -9,7 +9,7 @@ Taylorformer forecasting protocol (paper Sec. 4.2) on the named datasets of
 Protocol, for a series of ``N`` rows (after NaN handling) and one window of
 ``W = context_length + horizon`` consecutive rows:
 
-* Missing values (``nan_policy``): ``"mask"`` (default) keeps a NaN target value as NaN in
+* Missing values (``missing``): ``"mask"`` (default) keeps a NaN target value as NaN in
   ``yc``/``yt``: the model leaves that value out, as context and as a scored target
   (:func:`taylorformer.batch.with_masks`; with several targets a step keeps its observed
   ones, flagged per output). Covariates are inputs: with ``"mask"`` a NaN there is an
@@ -58,7 +58,7 @@ from taylorformer.task import (MAX_COUNT, Task, check_choice, check_int, check_n
                                window_starts_dataset)
 from taylorformer.tasks import datasets
 
-NAN_POLICIES = ("mask", "error", "drop", "ffill")
+MISSING_POLICIES = ("mask", "error", "drop", "ffill")
 SPLITS = ("train", "val", "test")
 MAX_LISTED = 10  # rows/values quoted in an error message
 
@@ -164,7 +164,7 @@ class CSVSeriesTask(Task):
         context_length, horizon: window sizes ``C`` and ``H`` (positive integers; the
             paper uses C = 96 and H in 96/192/336/720).
         eval_stride: step between consecutive val/test window starts.
-        nan_policy: NaN in target or covariate columns: ``"mask"`` (default: a NaN target
+        missing: NaN in target or covariate columns: ``"mask"`` (default: a NaN target
             value stays NaN in the batches, a missing observation the model masks; a NaN
             covariate is an error), ``"error"``, ``"drop"`` the rows, or ``"ffill"`` (carry
             the last value forward).
@@ -180,7 +180,7 @@ class CSVSeriesTask(Task):
 
     def __init__(self, path=None, dataset=None, target_columns=None, date_column=None, column_names=None,
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,
-                 nan_policy="mask", covariate_columns=None, calendar_features=None,
+                 missing="mask", covariate_columns=None, calendar_features=None,
                  calendar_encoding="sincos"):
         import pandas as pd
 
@@ -198,7 +198,7 @@ class CSVSeriesTask(Task):
         self.context_length = check_int("csv task", "context_length", context_length, 1, MAX_COUNT)
         self.horizon = check_int("csv task", "horizon", horizon, 1, MAX_COUNT)
         self.eval_stride = check_int("csv task", "eval_stride", eval_stride, 1, MAX_COUNT)
-        self.nan_policy = check_choice("csv task", "nan_policy", nan_policy, NAN_POLICIES)
+        self.missing = check_choice("csv task", "missing", missing, MISSING_POLICIES)
         self.split = check_split(split)
         self.path = None if path is None or self.in_memory else str(path)
         self.dataset_name, self.rebuildable = dataset, not self.in_memory
@@ -308,25 +308,25 @@ class CSVSeriesTask(Task):
         file_rows = np.arange(len(df))
         nan = np.isnan(values).any(axis=1)
         fix = "clean the DataFrame" if self.in_memory else "clean the file"
-        if nan.any() and self.nan_policy == "error":
+        if nan.any() and self.missing == "error":
             cols = [c for j, c in enumerate(columns) if np.isnan(values[:, j]).any()]
             role = ("target" if set(cols) <= set(self.target_columns) else
                     "covariate" if set(cols) <= set(self.covariate_columns) else "target/covariate")
-            raise TaskError(f"{_nan_rows(where, values, columns, role)}; {fix} or pass nan_policy="
+            raise TaskError(f"{_nan_rows(where, values, columns, role)}; {fix} or pass missing="
                             f"'drop' or 'ffill'" + (" (or 'mask': missing target values)" if role == "target" else ""))
         covariates = values[:, self.dim_y:]
-        if self.nan_policy == "mask" and np.isnan(covariates).any():
+        if self.missing == "mask" and np.isnan(covariates).any():
             raise TaskError(f"{_nan_rows(where, covariates, self.covariate_columns, 'covariate')}; "
-                            f"covariates are inputs and cannot be missing (nan_policy='mask' masks "
-                            f"target values only): {fix}, or pass nan_policy='ffill' (carry the last "
+                            f"covariates are inputs and cannot be missing (missing='mask' masks "
+                            f"target values only): {fix}, or pass missing='ffill' (carry the last "
                             f"value forward) or 'drop' (drop the rows)")
-        if self.nan_policy == "ffill":
+        if self.missing == "ffill":
             values = pd.DataFrame(values).ffill().to_numpy()
             lead = np.flatnonzero(np.isnan(values).any(axis=1))
             if lead.size:
                 raise TaskError(f"{where}: rows {_rows(lead)} hold NaN with no earlier value to "
-                                f"carry forward (nan_policy='ffill'); use nan_policy='drop'")
-        elif self.nan_policy == "drop":
+                                f"carry forward (missing='ffill'); use missing='drop'")
+        elif self.missing == "drop":
             values, file_rows = values[~nan], file_rows[~nan]
         self.dates = self._dates(df, file_rows, where)
         if self.calendar_features and self.dates is None:
@@ -422,7 +422,7 @@ class CSVSeriesTask(Task):
                 "date_column": self.date_column, "column_names": self.column_names,
                 "split": list(self.split), "context_length": self.context_length,
                 "horizon": self.horizon, "eval_stride": self.eval_stride,
-                "nan_policy": self.nan_policy, "covariate_columns": list(self.covariate_columns),
+                "missing": self.missing, "covariate_columns": list(self.covariate_columns),
                 "calendar_features": list(self.calendar_features),
                 "calendar_encoding": self.calendar_encoding}
 
@@ -448,7 +448,7 @@ class CSVSeriesTask(Task):
     def series(self, split=None):
         """Raw series of ``split`` (or all rows): dict ``index [n]`` series rows, ``file_rows [n]``
         (0-based data rows of the file), ``dates [n]`` datetime64 or None, ``y [n, Dy]`` float64
-        (NaN where a value is missing, ``nan_policy="mask"``)."""
+        (NaN where a value is missing, ``missing="mask"``)."""
         return self._raw(*((0, len(self.values)) if split is None else self._bounds(split)))
 
     def window(self, start):

@@ -20,7 +20,7 @@ Protocol, for the selected ``T`` time steps (``time_range``) and ``Ny x Nx`` cel
   targets from the last step and the context from the earlier ones (``targets="last"``:
   forecasting the next field).
 * Missing values (NaN cells: land in a sea-surface field, clouds in a satellite product),
-  ``nan_policy``: ``"mask"`` (default) keeps them as NaN outputs in the batches: such a
+  ``missing``: ``"mask"`` (default) keeps them as NaN outputs in the batches: such a
   cell is never an observed context point nor a scored target
   (:func:`taylorformer.batch.with_masks`). ``"drop"`` draws the context and target cells
   only among the observed cells of the window (a window with fewer than
@@ -62,7 +62,7 @@ OWNER = "gridded task"
 LAT_NAMES, LON_NAMES = ("latitude", "lat"), ("longitude", "lon")
 SPACES = ("latlon", "xyz")
 TARGETS = ("any", "last")
-NAN_POLICIES = ("mask", "drop", "error")
+MISSING_POLICIES = ("mask", "drop", "error")
 #: float64 values read per block of the streamed statistics pass
 BLOCK_VALUES = 2**22
 
@@ -135,7 +135,7 @@ class GriddedTask(Task):
         space: ``"latlon"`` or ``"xyz"`` on the sphere (ignored on a planar grid).
         engine: xarray engine for a netCDF file (None: xarray's choice).
         time_dim: name of the time dimension (default: ``time``, else the datetime one).
-        nan_policy: NaN cells: ``"mask"``, ``"drop"`` or ``"error"`` (module docstring).
+        missing: NaN cells: ``"mask"``, ``"drop"`` or ``"error"`` (module docstring).
     """
 
     name = "gridded"
@@ -143,7 +143,7 @@ class GriddedTask(Task):
 
     def __init__(self, path=None, variable=None, region=None, time_range=None, select=None,
                  window_length=1, num_context=(64, 256), num_target=256, targets="any",
-                 split=(0.7, 0.1, 0.2), space="latlon", engine=None, time_dim=None, nan_policy="mask"):
+                 split=(0.7, 0.1, 0.2), space="latlon", engine=None, time_dim=None, missing="mask"):
         if path is None:
             raise TaskError(f"{OWNER} needs path= (a netCDF file or zarr store, or an xarray/NumPy object)")
         self.path = str(path) if isinstance(path, (str, os.PathLike)) else None
@@ -154,7 +154,7 @@ class GriddedTask(Task):
         self.num_target = count_range("num_target", num_target, 1, owner=OWNER)
         self.targets = check_choice(OWNER, "targets", targets, TARGETS)
         self.space = check_choice(OWNER, "space", space, SPACES)
-        self.nan_policy = check_choice(OWNER, "nan_policy", nan_policy, NAN_POLICIES)
+        self.missing = check_choice(OWNER, "missing", missing, MISSING_POLICIES)
         self.split = check_split(split, OWNER)
         if engine is not None and not isinstance(engine, str):
             raise TaskError(f"{OWNER} 'engine' must be None or an xarray engine name, got {engine!r}")
@@ -332,7 +332,7 @@ class GriddedTask(Task):
         """One streamed pass over the selection: ``(mean, std, observed)``, the training
         statistics over the observed cells (Chan et al.'s pairwise combination of block
         statistics) and ``observed [T]``, the non-NaN cells of every time step. NaN cells are
-        a TaskError with ``nan_policy="error"``, infinite cells always."""
+        a TaskError with ``missing="error"``, infinite cells always."""
         n_steps, cells = self.data.shape[0], int(np.prod(self.data.shape[1:]))
         step = max(1, BLOCK_VALUES // max(cells, 1))
         lo, hi = self.split_bounds["train"]
@@ -358,15 +358,15 @@ class GriddedTask(Task):
                 mean += delta * n_b / total
                 m2 += m2_b + delta ** 2 * count * n_b / total
                 count = total
-        if self.nan_policy == "error" and bad["non-finite"][0]:
+        if self.missing == "error" and bad["non-finite"][0]:
             raise TaskError(
                 f"variable {self.variable!r} of {self.where} has {bad['non-finite'][0]} NaN/inf cell(s) in the "
-                f"selection, the first at {self._cell(bad['non-finite'][1])} (nan_policy='error'): choose a "
-                f"region/time_range without them, or pass nan_policy='mask' or 'drop' for missing values")
+                f"selection, the first at {self._cell(bad['non-finite'][1])} (missing='error'): choose a "
+                f"region/time_range without them, or pass missing='mask' or 'drop' for missing values")
         if bad["infinite"][0]:
             raise TaskError(f"variable {self.variable!r} of {self.where} has {bad['infinite'][0]} infinite "
                             f"cell(s) in the selection, the first at {self._cell(bad['infinite'][1])}: inf is "
-                            f"not a value (a NaN cell is a missing value, nan_policy={self.nan_policy!r})")
+                            f"not a value (a NaN cell is a missing value, missing={self.missing!r})")
         if count == 0:
             raise TaskError(f"variable {self.variable!r} of {self.where} has no observed (non-NaN) cell in "
                             f"the {hi - lo} training steps (steps {lo}..{hi - 1} of the selection): "
@@ -379,13 +379,13 @@ class GriddedTask(Task):
 
     def _window_starts(self, observed):
         """``{split: [n] int64}`` first steps of the windows a task may use: every window
-        inside the split; with ``nan_policy="drop"`` only those whose observed cells
+        inside the split; with ``missing="drop"`` only those whose observed cells
         (``observed [T]`` per step) allow the smallest counts."""
         w, csum = self.window_length, np.concatenate([[0], np.cumsum(observed)])
         starts = {}
         for s, (lo, hi) in self.split_bounds.items():
             index = np.arange(lo, hi - w + 1)
-            if self.nan_policy == "drop":
+            if self.missing == "drop":
                 if self.targets == "last":
                     ok = ((csum[index + w - 1] - csum[index] >= self.num_context[0])
                           & (observed[index + w - 1] >= self.num_target[0]))
@@ -397,7 +397,7 @@ class GriddedTask(Task):
                 if not ok.any():
                     raise TaskError(f"no window of the {s} split of {self.where} (variable {self.variable!r}, "
                                     f"steps {lo}..{hi - 1}, window_length {w}) has {need} "
-                                    f"(nan_policy='drop'); lower the minimum counts or use nan_policy='mask'")
+                                    f"(missing='drop'); lower the minimum counts or use missing='mask'")
                 index = index[ok]
             starts[s] = index
         return starts
@@ -410,7 +410,7 @@ class GriddedTask(Task):
                 "select": self.select or None, "window_length": self.window_length,
                 "num_context": list(self.num_context), "num_target": list(self.num_target),
                 "targets": self.targets, "split": list(self.split), "space": self.space,
-                "engine": self.engine, "time_dim": self.time_dim, "nan_policy": self.nan_policy}
+                "engine": self.engine, "time_dim": self.time_dim, "missing": self.missing}
 
     def to_original_units(self, y):
         """Undo the standardisation: float64 in the variable's units."""
@@ -521,8 +521,8 @@ class GriddedTask(Task):
             values = ((self.read_window(start) - self.mean) / self.std).reshape(-1)  # [W * cells]
             nc = int(rng.integers(self.num_context[0], self.num_context[1] + 1))
             nt = int(rng.integers(self.num_target[0], self.num_target[1] + 1))
-            # the cells a task may draw: all, or the observed ones with nan_policy="drop"
-            pool = np.flatnonzero(~np.isnan(values)) if self.nan_policy == "drop" else np.arange(w * cells)
+            # the cells a task may draw: all, or the observed ones with missing="drop"
+            pool = np.flatnonzero(~np.isnan(values)) if self.missing == "drop" else np.arange(w * cells)
             if self.targets == "last":
                 earlier = np.searchsorted(pool, (w - 1) * cells)
                 nc, nt = min(nc, earlier), min(nt, len(pool) - earlier)

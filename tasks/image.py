@@ -16,12 +16,12 @@ Data
     ``image_size = [h, w]`` crops the largest centred box of that aspect ratio and
     resizes it by area averaging (Pillow ``BOX``).
 Missing pixels
-    A NaN in a float source is a missing pixel value. ``nan_policy="mask"`` (default)
+    A NaN in a float source is a missing pixel value. ``missing="mask"`` (default)
     keeps it as a NaN output in the batches: such a value is never observed context
     nor a scored target (:func:`taylorformer.batch.with_masks`; an RGB pixel keeps its
     observed channels, flagged per channel); resizing averages the observed pixels of a
     box only (NaN where the whole box is missing), RGB -> grey is NaN where a channel is.
-    ``nan_policy="error"`` refuses them, naming the file and the first
+    ``missing="error"`` refuses them, naming the file and the first
     ``[image, row, column, channel]``. Infinite values are always errors; uint8 sources
     hold no NaN.
 Splits
@@ -105,7 +105,7 @@ TRANSLATION_SEED = 7_000_003
 LUMA = np.array([0.299, 0.587, 0.114])
 MAX_SIDE = 4096
 TFDS_CHUNK = 1024
-NAN_POLICIES = ("mask", "error")
+MISSING_POLICIES = ("mask", "error")
 
 
 def pixel_coordinates(shape):
@@ -154,7 +154,7 @@ def check_images(array, where, missing=False):
         with np.errstate(invalid="ignore"):
             bad = (np.isinf(array) if missing else ~np.isfinite(array)) | (array < 0) | (array > 1)
         rule = ("floats in [0, 1] or NaN (a missing pixel; inf is not a value)" if missing
-                else "floats in [0, 1] (NaN and inf are not pixel values; nan_policy='mask' keeps NaN "
+                else "floats in [0, 1] (NaN and inf are not pixel values; missing='mask' keeps NaN "
                      "as missing pixels)")
     else:
         raise TaskError(f"{where} has dtype {array.dtype}; pixel values must be uint8 (or integers "
@@ -399,7 +399,7 @@ class ImageTask(Task):
         num_target: ``[lo, hi]`` counts outside the context, ``"rest"`` or ``"all"``.
         max_shift: int or ``[rows, cols]`` translation bound in pixels (canvas grows by twice it).
         shift_per_task: draw the translation per task instead of once per image.
-        nan_policy: NaN pixel values of a float source: ``"mask"`` (missing pixels) or
+        missing: NaN pixel values of a float source: ``"mask"`` (missing pixels) or
             ``"error"`` (see the module docstring).
     """
 
@@ -409,7 +409,7 @@ class ImageTask(Task):
     def __init__(self, source=None, split=None, classes=None, test_classes=None, channels=None,
                  image_size=None, transpose=False, value_range=(-0.5, 0.5), num_context=None,
                  context_fraction=None, num_target=(3, 197), max_shift=0, shift_per_task=False,
-                 data_dir=None, download=True, nan_policy="mask"):
+                 data_dir=None, download=True, missing="mask"):
         if source is None:
             raise TaskError(f"{OWNER} needs source= (an array, an .npy/.npz file, a folder of "
                             f"PNG/JPEG files, or 'tfds:NAME')")
@@ -438,7 +438,7 @@ class ImageTask(Task):
             raise TaskError(f"{OWNER}: data_dir and download apply to tfds: sources only, got "
                             f"data_dir={data_dir!r}, download={download!r} with a local source")
         self.data_dir = None if data_dir is None else str(data_dir)
-        self.nan_policy = check_choice(OWNER, "nan_policy", nan_policy, NAN_POLICIES)
+        self.missing = check_choice(OWNER, "missing", missing, MISSING_POLICIES)
         self._load(is_tfds)
         h, w = self.image_shape
         self.canvas_shape = (h + 2 * self.max_shift[0], w + 2 * self.max_shift[1])
@@ -457,13 +457,13 @@ class ImageTask(Task):
 
     def _load(self, is_tfds):
         """``self.images[split]`` ``[n, h, w, C]``, ``self.labels[split]`` and ``self.shifts[split]``."""
-        missing = self.nan_policy == "mask"
+        nan_allowed = self.missing == "mask"
         if is_tfds:
             parts = {s: read_tfds(self.source, self.split[s], self._prepare, self.data_dir, self.download,
-                                  missing) for s in SPLITS}
+                                  nan_allowed) for s in SPLITS}
             described = {s: f"image source {self.source!r} (tfds split {self.split[s]!r})" for s in SPLITS}
         else:
-            images, labels, what = read_local(self.source, missing)
+            images, labels, what = read_local(self.source, nan_allowed)
             images = self._prepare(images)
             cuts = [0, math.floor(len(images) * self.split[0] + 1e-9),
                     math.floor(len(images) * (self.split[0] + self.split[1]) + 1e-9), len(images)]
@@ -560,7 +560,7 @@ class ImageTask(Task):
                 "context_fraction": None if self.context_fraction is None else list(self.context_fraction),
                 "num_target": self.num_target if isinstance(self.num_target, str) else list(self.num_target),
                 "max_shift": list(self.max_shift), "shift_per_task": self.shift_per_task,
-                "data_dir": self.data_dir, "download": self.download, "nan_policy": self.nan_policy}
+                "data_dir": self.data_dir, "download": self.download, "missing": self.missing}
 
     def canvas(self, split, index, shift=None):
         """Image ``index`` of ``split`` on its canvas, ``[Hc, Wc, C]`` float32 in ``value_range``

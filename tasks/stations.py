@@ -12,7 +12,7 @@
     Protocol (the BSA-TNP authors' code, ``MLGlobalHealth/dl4bi``,
     ``benchmarks/meta_learning/beijing_air_quality.py``):
 
-    * missing values are handled by ``nan_policy`` (:data:`NAN_POLICIES`), then the rows are
+    * missing values are handled by ``missing`` (:data:`MISSING_POLICIES`), then the rows are
       sorted by time (stations in name order within an hour: the reference leaves that
       order to an unstable sort). ``"mask"`` (default) keeps a row with a missing target
       value, which stays NaN in ``yc``/``yt``: the model leaves that value out, as context
@@ -58,7 +58,7 @@
     (one-hot), calendar year, month, day, hour, day of week, is weekend, station
     coordinates of :data:`BEIJING_COORDINATES`, split 80/10/10, min-max scaling, 624
     context rows and 84 target rows, rows with any missing value dropped
-    (``nan_policy="drop-any"``). ``docs/tasks.md`` lists where the paper is silent.
+    (``missing="drop-any"``). ``docs/tasks.md`` lists where the paper is silent.
 """
 import functools
 import math
@@ -81,7 +81,7 @@ CALENDAR = ("year", "month", "day", "hour", "day_of_week", "is_weekend")
 #: missing values (module docstring): a missing target stays NaN (``"mask"``, ``"interpolate-mask"``),
 #: is refused (``"error"``) or its row dropped; a missing covariate is refused (``"mask"``,
 #: ``"error"``), interpolated (``"interpolate-mask"``, ``"interpolate"``) or its row dropped
-NAN_POLICIES = ("mask", "interpolate-mask", "error", "drop", "drop-any", "interpolate")
+MISSING_POLICIES = ("mask", "interpolate-mask", "error", "drop", "drop-any", "interpolate")
 SPACES = ("scaled", "latlon", "xyz")
 SCALINGS = ("minmax", "zscore")
 SPLITS = ("train", "val", "test")
@@ -180,7 +180,7 @@ class StationsTask(Task):
                  categorical_columns=(), calendar=(), coordinates=None, station_column="station",
                  time_columns=("year", "month", "day", "hour"), space="scaled", scaling="minmax",
                  split=(0.8, 0.1, 0.1), num_context=624, num_target=84, eval_stride=12,
-                 nan_policy="mask"):
+                 missing="mask"):
         if path is None and dataset is None:
             raise TaskError(f"{OWNER} needs path= (station CSV files or a folder of them) or dataset= "
                             f"(a named dataset: {', '.join(sorted(datasets.DATASETS))})")
@@ -214,7 +214,7 @@ class StationsTask(Task):
         self.num_context = check_int(OWNER, "num_context", num_context, 1, MAX_COUNT)
         self.num_target = check_int(OWNER, "num_target", num_target, 1, MAX_COUNT)
         self.eval_stride = check_int(OWNER, "eval_stride", eval_stride, 1, MAX_COUNT)
-        self.nan_policy = check_choice(OWNER, "nan_policy", nan_policy, NAN_POLICIES)
+        self.missing = check_choice(OWNER, "missing", missing, MISSING_POLICIES)
         self.max_context, self.max_target = self.num_context, self.num_target
         self.files = station_files(path) if path is not None else self._dataset_files(dataset)
         self.path = None if path is None else (
@@ -276,31 +276,31 @@ class StationsTask(Task):
         return out
 
     def _handle_nan(self, df):
-        """Rows kept by ``nan_policy`` (:data:`NAN_POLICIES`), covariates interpolated with
+        """Rows kept by ``missing`` (:data:`MISSING_POLICIES`), covariates interpolated with
         ``"interpolate"``/``"interpolate-mask"``; a missing target stays NaN with ``"mask"``/
         ``"interpolate-mask"``."""
         inputs = self.covariate_columns + self.categorical_columns
         places = [self.station_column] + self.time_columns
         used = self.target_columns + inputs + places
-        if self.nan_policy == "drop-any":
+        if self.missing == "drop-any":
             return df[~df.drop(columns=["file", "file_row"]).isna().any(axis=1)]
-        if self.nan_policy == "drop":
+        if self.missing == "drop":
             return df[~df[used].isna().any(axis=1)]
-        if self.nan_policy == "error":
-            self._refuse_missing(df, used, "Clean the files or pass nan_policy='mask' (missing targets), "
+        if self.missing == "error":
+            self._refuse_missing(df, used, "Clean the files or pass missing='mask' (missing targets), "
                                            "'interpolate-mask' (and covariates filled), 'drop', 'drop-any' "
                                            "or 'interpolate'")
             return df
-        if self.nan_policy == "interpolate":
+        if self.missing == "interpolate":
             df = self._interpolate(df)
             return df[~df[self.target_columns + places].isna().any(axis=1)]
         # "mask", "interpolate-mask": a missing target stays NaN, every input must be there
         self._refuse_missing(df, places, "A row without its station or time has no place: clean the files "
-                                         "or pass nan_policy='drop'")
-        if self.nan_policy == "interpolate-mask":
+                                         "or pass missing='drop'")
+        if self.missing == "interpolate-mask":
             return self._interpolate(df)
-        self._refuse_missing(df, inputs, "These inputs cannot be missing (nan_policy='mask' keeps missing "
-                                         "target values only): clean the files or pass nan_policy="
+        self._refuse_missing(df, inputs, "These inputs cannot be missing (missing='mask' keeps missing "
+                                         "target values only): clean the files or pass missing="
                                          "'interpolate-mask' (fills them in time per station), 'interpolate' "
                                          "or 'drop'")
         return df
@@ -338,7 +338,7 @@ class StationsTask(Task):
             col = next(c for c in inputs if df[c].isna().iat[i])
             raise TaskError(f"data file {df['file'].iat[i]!r}: covariate {col!r} of station "
                             f"{df[self.station_column].iat[i]!r} has no value to interpolate from "
-                            f"(nan_policy={self.nan_policy!r}); drop the column or the station")
+                            f"(missing={self.missing!r}); drop the column or the station")
         return df.sort_index()
 
     def _times(self, df):
@@ -496,7 +496,7 @@ class StationsTask(Task):
         for s, (lo, hi) in self.split_bounds.items():
             if hi - lo < window:
                 raise TaskError(f"{OWNER}: the {s} split of {self._source} has {hi - lo} rows (rows {lo}.."
-                                f"{hi - 1} of {n} after nan_policy={self.nan_policy!r}, split {self.split}) "
+                                f"{hi - 1} of {n} after missing={self.missing!r}, split {self.split}) "
                                 f"but one task needs num_context + num_target = {self.num_context} + "
                                 f"{self.num_target} = {window} rows")
 
@@ -521,7 +521,7 @@ class StationsTask(Task):
                 "station_column": self.station_column, "time_columns": self.time_columns,
                 "space": self.space, "scaling": self.scaling, "split": list(self.split),
                 "num_context": self.num_context, "num_target": self.num_target,
-                "eval_stride": self.eval_stride, "nan_policy": self.nan_policy}
+                "eval_stride": self.eval_stride, "missing": self.missing}
 
     def extra_signature(self):
         import tensorflow as tf
@@ -606,7 +606,7 @@ BEIJING_AIR = {"dataset": "beijing-air", "target_columns": ["PM2.5", "PM10"],
                "categorical_columns": ["wd"], "calendar": list(CALENDAR),
                "coordinates": {k: list(v) for k, v in BEIJING_COORDINATES.items()},
                "split": [0.8, 0.1, 0.1], "num_context": 624, "num_target": 84,
-               "scaling": "minmax", "space": "scaled", "nan_policy": "drop-any"}
+               "scaling": "minmax", "space": "scaled", "missing": "drop-any"}
 
 
 @hookimpl

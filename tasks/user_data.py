@@ -29,7 +29,7 @@ def from_dataframe(df, target_columns, **options):
     a ``pandas.DataFrame`` whose rows are time steps in order: ``target_columns`` and the
     csv task's options (``date_column``, or the frame's ``DatetimeIndex``,
     ``covariate_columns``, ``calendar_features``, ``context_length``, ``horizon``,
-    ``split``, ``nan_policy``, ...)."""
+    ``split``, ``missing``, ...)."""
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
@@ -46,7 +46,7 @@ def from_xarray(data, variable=None, **options):
 
 
 #: NaN in the outputs of :class:`ArraySetTask`: kept as missing values, points dropped, or an error
-NAN_POLICIES = ("mask", "drop", "error")
+MISSING_POLICIES = ("mask", "drop", "error")
 
 
 def _array(name, value, rows=None, missing=False):
@@ -80,13 +80,13 @@ def from_arrays(x=None, y=None, groups=None, dates=None, names=None, **options):
     * Sets of points (``x`` given): ``x [N, Dx]`` inputs and ``y [N, Dy]`` outputs (``[N]``
       is one dim), optionally ``groups [N]`` labels (one function per group: a subject,
       a station, a curve). See :class:`ArraySetTask` for the options (``num_context``,
-      ``num_target``, ``split``, ``standardise``, ``split_seed``, ``nan_policy``).
+      ``num_target``, ``split``, ``standardise``, ``split_seed``, ``missing``).
     * A series (``x`` None): ``y [T, Dy]`` (or ``[T]``) rows in time order, optionally
       ``dates [T]`` and column ``names``: the csv forecasting task on it (see
       :func:`from_dataframe` for the options; ``target_columns`` are all the columns; its
-      ``nan_policy`` handles NaN in ``y``).
+      ``missing`` handles NaN in ``y``).
 
-    NaN in ``y`` is a missing value (``nan_policy``); NaN or inf in ``x`` and inf in ``y``
+    NaN in ``y`` is a missing value (``missing``); NaN or inf in ``x`` and inf in ``y``
     are errors naming the array, row and column.
     """
     import pandas as pd
@@ -99,7 +99,7 @@ def from_arrays(x=None, y=None, groups=None, dates=None, names=None, **options):
         return ArraySetTask(x, y, groups=groups, **options)
     if groups is not None:
         raise TaskError("from_arrays: groups are for sets of points (with x), not a series")
-    values = _array("y", y, missing=options.get("nan_policy") != "error")
+    values = _array("y", y, missing=options.get("missing") != "error")
     names = [f"y{j}" for j in range(values.shape[1])] if names is None else [str(n) for n in np.atleast_1d(names)]
     if len(names) != values.shape[1]:
         raise TaskError(f"from_arrays: names has {len(names)} entries for {values.shape[1]} columns of y")
@@ -126,7 +126,7 @@ class ArraySetTask(Task):
     are padded to the largest ``Nc``/``Nt``; val/test batches use fixed seeds (the same
     tasks in every run).
 
-    ``nan_policy`` for NaN in ``y`` (missing values; x must be finite): ``"mask"``
+    ``missing`` for NaN in ``y`` (missing values; x must be finite): ``"mask"``
     (default) keeps such points with their NaN outputs in the batches: a point with a NaN
     in any output is never an observed context point nor a scored target
     (:func:`taylorformer.batch.with_masks`). ``"drop"`` removes them before the split
@@ -138,19 +138,19 @@ class ArraySetTask(Task):
     rebuildable = False  # the arrays live in memory
 
     def __init__(self, x, y, groups=None, num_context=(3, 32), num_target=(1, 32),
-                 split=(0.8, 0.1, 0.1), standardise=True, split_seed=0, nan_policy="mask"):
+                 split=(0.8, 0.1, 0.1), standardise=True, split_seed=0, missing="mask"):
         owner = "arrays task"
-        self.nan_policy = check_choice(owner, "nan_policy", nan_policy, NAN_POLICIES)
+        self.missing = check_choice(owner, "missing", missing, MISSING_POLICIES)
         self.x_raw = _array("x", x)
-        self.y_raw = _array("y", y, rows=len(self.x_raw), missing=self.nan_policy != "error")
+        self.y_raw = _array("y", y, rows=len(self.x_raw), missing=self.missing != "error")
         if groups is not None and np.shape(groups) != (len(self.x_raw),):
             raise TaskError(f"from_arrays: groups must be [N] = [{len(self.x_raw)}] labels, got shape "
                             f"{np.shape(groups)}")
-        self.rows = np.flatnonzero(~np.isnan(self.y_raw).any(1)) if self.nan_policy == "drop" \
+        self.rows = np.flatnonzero(~np.isnan(self.y_raw).any(1)) if self.missing == "drop" \
             else np.arange(len(self.x_raw))
         if self.rows.size == 0:
             raise TaskError(f"from_arrays: every one of the {len(self.x_raw)} points has a NaN in y "
-                            f"(nan_policy='drop' leaves none)")
+                            f"(missing='drop' leaves none)")
         self.x_raw, self.y_raw = self.x_raw[self.rows], self.y_raw[self.rows]
         self.dim_x, self.dim_y = self.x_raw.shape[1], self.y_raw.shape[1]
         self.num_context = count_range("num_context", num_context, 0, owner=owner)
@@ -186,7 +186,7 @@ class ArraySetTask(Task):
         self.y = ((self.y_raw - self.mean) / self.std).astype(np.float32)
         self._options = {"num_context": list(self.num_context), "num_target": list(self.num_target),
                          "split": list(self.split), "standardise": self.standardise,
-                         "split_seed": self.split_seed, "nan_policy": self.nan_policy}
+                         "split_seed": self.split_seed, "missing": self.missing}
         self.check_memory()
 
     def _stats(self, values, name):

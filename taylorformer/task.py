@@ -27,6 +27,7 @@ import functools
 import math
 import numbers
 import os
+import warnings
 
 import numpy as np
 
@@ -52,6 +53,10 @@ def make_task(name, config=None):
 
     if config is not None and not isinstance(config, dict):
         raise TaskError(f"task {name!r}: the config must be a dict, got {type(config).__name__}")
+    if config and "nan_policy" in config and "missing" not in config:
+        # the option's earlier name, in the task configs that runs recorded
+        warnings.warn(f"task {name!r}: 'nan_policy' is now called 'missing'", DeprecationWarning, stacklevel=2)
+        config = {("missing" if key == "nan_policy" else key): value for key, value in config.items()}
     try:
         return components.build("task", {"name": name, **(config or {})}, "task config")
     except TaskError:

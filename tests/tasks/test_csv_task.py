@@ -140,7 +140,7 @@ def test_window_and_series_give_raw_values_and_dates(tmp_path):
 
 
 def test_get_config_json_roundtrip_rebuilds_same_task(tmp_path):
-    task = make(write_csv(tmp_path, n=100), target_columns=["y", "z"], eval_stride=2, nan_policy="drop")
+    task = make(write_csv(tmp_path, n=100), target_columns=["y", "z"], eval_stride=2, missing="drop")
     config = json.loads(json.dumps(task.get_config()))
     assert set(config) == set(inspect.signature(CSVSeriesTask).parameters)
     again = CSVSeriesTask(**config)
@@ -153,17 +153,17 @@ def test_nan_policies(tmp_path):
     y = np.arange(100.0)
     y[[3, 7]] = np.nan
     path = write_csv(tmp_path, n=100, w=y)
-    with pytest.raises(SpecError, match=r"NaN in 2 row\(s\): \[3, 7\].*nan_policy.*'mask'") as err:
-        make(path, target_columns="w", nan_policy="error")
+    with pytest.raises(SpecError, match=r"NaN in 2 row\(s\): \[3, 7\].*missing.*'mask'") as err:
+        make(path, target_columns="w", missing="error")
     assert str(path) in str(err.value)
-    dropped = make(path, target_columns="w", nan_policy="drop")
+    dropped = make(path, target_columns="w", missing="drop")
     assert len(dropped.values) == 98
     np.testing.assert_array_equal(dropped.series()["file_rows"][:8], [0, 1, 2, 4, 5, 6, 8, 9])
-    filled = make(path, target_columns="w", nan_policy="ffill")
+    filled = make(path, target_columns="w", missing="ffill")
     np.testing.assert_array_equal(filled.values[[3, 7], 0], [2.0, 6.0])
     y[0] = np.nan
     with pytest.raises(SpecError, match=r"rows \[0\].*no earlier value"):
-        make(write_csv(tmp_path, n=100, name="lead.csv", w=y), target_columns="w", nan_policy="ffill")
+        make(write_csv(tmp_path, n=100, name="lead.csv", w=y), target_columns="w", missing="ffill")
 
 
 @pytest.mark.parametrize("kw, pattern", [
@@ -175,7 +175,7 @@ def test_nan_policies(tmp_path):
     ({"split": (0.5, 0.2, 0.2)}, "summing to 1"),
     ({"split": (0.9, -0.1, 0.2)}, "three positive ratios"),
     ({"split": (0.8, 0.2)}, "three positive ratios"),
-    ({"nan_policy": "zero"}, "'nan_policy' must be one of 'mask', 'error', 'drop', 'ffill', got 'zero'"),
+    ({"missing": "zero"}, "'missing' must be one of 'mask', 'error', 'drop', 'ffill', got 'zero'"),
     ({"horizon": 30}, r"val split .* has 20 rows .* needs context_length \+ horizon = 5 \+ 30 = 35 rows"),
     ({"target_columns": None}, "needs target_columns"),
     ({"target_columns": ["y", "y"]}, "distinct"),
@@ -320,7 +320,7 @@ def test_covariates_and_calendar_features_are_inputs(tmp_path):
     ({"covariate_columns": ["zz"]}, r"no column 'zz'; did you mean 'z'.*check covariate_columns"),
     ({"covariate_columns": ["w"]}, r": covariate column\(s\) \['w'\] hold NaN in 1 row\(s\): \[4\].*"
                                    r"cannot be missing.*'ffill'"),
-    ({"covariate_columns": ["w"], "nan_policy": "error"},
+    ({"covariate_columns": ["w"], "missing": "error"},
      r": covariate column\(s\) \['w'\] hold NaN in 1 row\(s\): \[4\].*'drop' or 'ffill'$"),
     ({"calendar_features": ["hours"]}, r"'calendar_features' must be one of .*got 'hours'; did you mean 'hour'"),
     ({"calendar_features": ["hour"], "date_column": None}, "calendar_features \\['hour'\\] need dates"),
@@ -420,8 +420,8 @@ def gappy_series(tmp_path):
 
 def test_mask_keeps_missing_targets_as_nan_scaled_with_the_observed_training_values(tmp_path):
     path, raw = gappy_series(tmp_path)
-    task = make(path, target_columns=["a", "b"], covariate_columns=["c"])  # nan_policy="mask": the default
-    assert task.nan_policy == "mask" and len(task.values) == 100  # no row dropped
+    task = make(path, target_columns=["a", "b"], covariate_columns=["c"])  # missing="mask": the default
+    assert task.missing == "mask" and len(task.values) == 100  # no row dropped
     mean, std = np.nanmean(raw[:60], 0), np.nanstd(raw[:60], 0)
     np.testing.assert_allclose(task.mean, mean, rtol=1e-12)
     np.testing.assert_allclose(task.std, std, rtol=1e-12)
@@ -446,7 +446,7 @@ def test_mask_refuses_missing_inputs_and_targets_never_observed_in_training(tmp_
     c[[12, 70]] = np.nan
     bad_cov = write_csv(tmp_path, n=100, name="cov.csv", a=raw[:, 0], c=c)
     with pytest.raises(TaskError, match=r"covariate column\(s\) \['c'\] hold NaN in 2 row\(s\): \[12, 70\].*"
-                                        r"cannot be missing.*nan_policy='ffill'") as err:
+                                        r"cannot be missing.*missing='ffill'") as err:
         make(bad_cov, target_columns="a", covariate_columns=["c"])
     assert str(bad_cov) in str(err.value)
     late = raw[:, 1].copy()

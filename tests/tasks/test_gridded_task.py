@@ -202,9 +202,9 @@ def test_missing_file_and_nan_cells_are_named(tmp_path):
     path = write_era5(tmp_path, name="nan.nc", field=field)
     with pytest.raises(TaskError, match=r"variable 't2m' of data file .*nan.nc.* has 2 NaN/inf cell\(s\)"
                                         r".*first at time=2020-01-02T06:00.*latitude=30, longitude=90"):
-        make_task("gridded", {"path": str(path), "num_context": 4, "num_target": 4, "nan_policy": "error"})
+        make_task("gridded", {"path": str(path), "num_context": 4, "num_target": 4, "missing": "error"})
     task = make_task("gridded", {"path": str(path), "time_range": ["2020-01-03", "2020-01-07"],
-                                 "num_context": 4, "num_target": 4, "nan_policy": "error"})  # a range without them
+                                 "num_context": 4, "num_target": 4, "missing": "error"})  # a range without them
     assert len(task.times) == 17
     (tmp_path / "junk.nc").write_text("not a netCDF file")
     with pytest.raises(TaskError, match="cannot read data file .*junk.nc.* as netCDF"):
@@ -300,7 +300,7 @@ def test_nan_cells_are_masked_outputs_standardised_over_observed_cells(tmp_path,
     path = write_era5(tmp_path, name="gaps.nc", field=field)
     task = make_task("gridded", {"path": str(path), "window_length": 2, "num_context": [10, 30],
                                  "num_target": 40})
-    assert task.nan_policy == "mask" and task.get_config()["nan_policy"] == "mask"
+    assert task.missing == "mask" and task.get_config()["missing"] == "mask"
     train = field[:28]  # split 0.7 of 40 steps
     assert task.mean == pytest.approx(np.nanmean(train), rel=1e-12)
     assert task.std == pytest.approx(np.nanstd(train), rel=1e-12)
@@ -332,11 +332,11 @@ def test_nan_cells_are_masked_outputs_standardised_over_observed_cells(tmp_path,
     assert np.isfinite(mean.get_array()).all()
 
 
-def test_nan_policy_drop_draws_only_observed_cells(tmp_path):
+def test_missing_drop_draws_only_observed_cells(tmp_path):
     field, missing = field_with_gaps()
     path = write_era5(tmp_path, name="gaps.nc", field=field)
     task = make_task("gridded", {"path": str(path), "window_length": 1, "num_context": [50, 60],
-                                 "num_target": [30, 48], "nan_policy": "drop"})
+                                 "num_target": [30, 48], "missing": "drop"})
     # step 33 (test split, steps 32..39) has no observed cell: never a window
     assert 33 not in task.starts["test"] and len(task.starts["test"]) == 7
     batch = collect(task, "test", batch_size=8, num_batches=2)
@@ -356,23 +356,23 @@ def test_nan_policy_drop_draws_only_observed_cells(tmp_path):
     assert not np.isnan(train["yc"]).any() and not np.isnan(train["yt"]).any()
     # targets="last": the targets' step needs 90 observed cells (not a cloudy one), the context 20
     last = make_task("gridded", {"path": str(path), "window_length": 3, "targets": "last", "num_context": 20,
-                                 "num_target": 90, "nan_policy": "drop"})
+                                 "num_target": 90, "missing": "drop"})
     np.testing.assert_array_equal(last.starts["train"], np.setdiff1d(np.arange(26), np.arange(8, 13)))
     batch = collect(last, "train")
     assert (batch["mask_t"].sum(1) == 90).all() and not np.isnan(batch["yt"]).any()
     check_cells(last, batch, field, np.arange(40), LAT, LON)
     with pytest.raises(TaskError, match=r"no window of the train split of data file .*gaps.nc.* \(variable 't2m', "
                                         r"steps 0..27, window_length 1\) has num_context\[0\] \+ num_target\[0\] "
-                                        r"= 100 observed cells \(nan_policy='drop'\)"):
-        make_task("gridded", {"path": str(path), "num_context": 60, "num_target": 40, "nan_policy": "drop"})
+                                        r"= 100 observed cells \(missing='drop'\)"):
+        make_task("gridded", {"path": str(path), "num_context": 60, "num_target": 40, "missing": "drop"})
 
 
-def test_nan_policy_errors_name_the_file_variable_and_cell(tmp_path):
+def test_missing_errors_name_the_file_variable_and_cell(tmp_path):
     field, _ = field_with_gaps()
     path = write_era5(tmp_path, name="gaps.nc", field=field)
     counts = {"num_context": 4, "num_target": 4}
-    with pytest.raises(TaskError, match=r"'nan_policy' must be one of 'mask', 'drop', 'error', got 'skip'"):
-        make_task("gridded", {"path": str(path), "nan_policy": "skip"})
+    with pytest.raises(TaskError, match=r"'missing' must be one of 'mask', 'drop', 'error', got 'skip'"):
+        make_task("gridded", {"path": str(path), "missing": "skip"})
     infinite = era5_field()
     infinite[3, 1, 2] = np.inf
     with pytest.raises(TaskError, match=r"variable 't2m' of data file .*inf.nc.* has 1 infinite cell\(s\).*first at "

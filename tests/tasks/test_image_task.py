@@ -226,7 +226,7 @@ def test_bad_sources_name_the_file_and_the_field(tmp_path, case, match):
     else:
         source = _write(tmp_path / "x.csv", lambda p: p.write_text("1,2\n"))
     with pytest.raises(TaskError, match=match):
-        make_task("image", {"source": source, **SMALL, **({"nan_policy": "error"} if case == "nan" else {})})
+        make_task("image", {"source": source, **SMALL, **({"missing": "error"} if case == "nan" else {})})
 
 
 @pytest.mark.parametrize("config,match", [
@@ -384,7 +384,7 @@ def test_missing_pixels_are_nan_outputs_never_observed_and_plotted(digits, tmp_p
     np.savez(tmp_path / "gaps.npz", images=gappy, labels=labels)
     config = {"source": str(tmp_path / "gaps.npz"), "num_context": [5, 20], "num_target": "all"}
     task = make_task("image", config)
-    assert task.get_config()["nan_policy"] == "mask"
+    assert task.get_config()["missing"] == "mask"
     first_val = int(np.floor(0.8 * len(images)))
     batch = {k: v.numpy() for k, v in next(iter(task.dataset("val", batch_size=10))).items()}
     for k in range(10):
@@ -428,7 +428,7 @@ def test_missing_pixels_are_nan_outputs_never_observed_and_plotted(digits, tmp_p
     with pytest.raises(TaskError, match=rf"key 'images' of image file .*gaps.npz.* has {missing.sum()} pixel "
                                         rf"value\(s\) outside floats in \[0, 1\].*first nan at \[image, row, "
                                         rf"column, channel\] = \[{first[0]}, {first[1]}, {first[2]}, 0\]"):
-        make_task("image", {**config, "nan_policy": "error"})
+        make_task("image", {**config, "missing": "error"})
 
 
 def test_resizing_and_grey_conversion_leave_missing_pixels_out():
@@ -454,7 +454,7 @@ def test_resizing_and_grey_conversion_leave_missing_pixels_out():
     np.testing.assert_allclose(grey.images["train"][..., 0], expected, rtol=1e-5)
     # uint8 sources hold no NaN: the policy changes nothing
     ints = np.rint(np.nan_to_num(rgb) * 255).astype(np.uint8)
-    a, b = (make_task("image", {**options, "source": ints, "nan_policy": p}) for p in ("mask", "error"))
+    a, b = (make_task("image", {**options, "source": ints, "missing": p}) for p in ("mask", "error"))
     for key, value in a.sample(np.random.default_rng(3), 4, "train").items():
         np.testing.assert_array_equal(value, b.sample(np.random.default_rng(3), 4, "train")[key])
     infinite = rgb.copy()

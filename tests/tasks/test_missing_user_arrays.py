@@ -1,4 +1,4 @@
-"""Missing outputs in ``from_arrays`` (tasks/user_data.py, issue 18): ``nan_policy`` "mask"
+"""Missing outputs in ``from_arrays`` (tasks/user_data.py, issue 18): ``missing`` "mask"
 (default), "drop" and "error", checked against NumPy on the source arrays."""
 import numpy as np
 import pytest
@@ -41,7 +41,7 @@ def source_rows(batch_x, x, x_mean, x_std):
 def test_mask_keeps_nan_outputs_and_standardises_over_observed_values(tmp_path):
     x, y, groups, missing = points_with_gaps()
     task = from_arrays(x, y, groups=groups, num_context=(3, 6), num_target=(3, 5), split=(0.5, 0.25, 0.25))
-    assert task.get_config()["nan_policy"] == "mask"
+    assert task.get_config()["missing"] == "mask"
     train = np.concatenate(task.groups["train"])  # rows of the training groups
     np.testing.assert_allclose(task.mean, np.nanmean(y[train], 0), rtol=1e-12)
     np.testing.assert_allclose(task.std, np.nanstd(y[train], 0), rtol=1e-12)
@@ -68,7 +68,7 @@ def test_mask_keeps_nan_outputs_and_standardises_over_observed_values(tmp_path):
 
 def test_drop_removes_the_points_with_a_nan_output():
     x, y, groups, missing = points_with_gaps(seed=1)
-    task = from_arrays(x, y, groups=groups, num_context=(2, 4), num_target=2, nan_policy="drop")
+    task = from_arrays(x, y, groups=groups, num_context=(2, 4), num_target=2, missing="drop")
     kept = np.flatnonzero(~missing.any(1))
     np.testing.assert_array_equal(task.rows, kept)
     pooled = np.sort(np.concatenate([g for s in ("train", "val", "test") for g in task.groups[s]]))
@@ -85,7 +85,7 @@ def test_drop_removes_the_points_with_a_nan_output():
         assert np.isin(rows, kept).all()
         np.testing.assert_allclose(batch["y" + side][real], (y[rows] - task.mean) / task.std, rtol=1e-5, atol=1e-5)
     # without groups the kept points are shuffled into three pools
-    flat = from_arrays(x, y[:, 0], nan_policy="drop", num_context=(2, 4), num_target=2)
+    flat = from_arrays(x, y[:, 0], missing="drop", num_context=(2, 4), num_target=2)
     np.testing.assert_array_equal(flat.rows, np.flatnonzero(~missing[:, 0]))
     assert sum(len(flat.groups[s][0]) for s in ("train", "val", "test")) == len(flat.rows)
 
@@ -95,16 +95,16 @@ def test_error_policy_and_bad_values_name_the_array_and_row():
     row, col = (int(i) for i in np.argwhere(missing)[0])
     with pytest.raises(TaskError, match=rf"y holds {int(missing.sum())} NaN/inf value\(s\), the first at "
                                         rf"row {row}, column {col}"):
-        from_arrays(x, y, groups=groups, nan_policy="error")
+        from_arrays(x, y, groups=groups, missing="error")
     series = np.sin(np.arange(60.0))
     series[7] = np.nan
     with pytest.raises(TaskError, match=r"y holds 1 NaN/inf value\(s\), the first at row 7, column 0"):
-        from_arrays(y=series, nan_policy="error", context_length=5, horizon=3)
+        from_arrays(y=series, missing="error", context_length=5, horizon=3)
     for policy in ("mask", "drop", "error"):  # a point without a place: an error whatever the policy
         bad_x = x.copy()
         bad_x[9, 1] = np.inf if policy == "drop" else np.nan
         with pytest.raises(TaskError, match=r"x holds 1 NaN/inf value\(s\), the first at row 9, column 1"):
-            from_arrays(bad_x, y, groups=groups, nan_policy=policy)
+            from_arrays(bad_x, y, groups=groups, missing=policy)
     infinite = y.copy()
     infinite[5, 0] = -np.inf
     with pytest.raises(TaskError, match=r"y holds 1 infinite value\(s\), the first at row 5, column 0"):
@@ -114,6 +114,6 @@ def test_error_policy_and_bad_values_name_the_array_and_row():
     with pytest.raises(TaskError, match=r"column\(s\) \[1\] of y have no observed \(non-NaN\) value"):
         from_arrays(x, unobserved, groups=groups)
     with pytest.raises(TaskError, match=r"every one of the 120 points has a NaN in y"):
-        from_arrays(x, unobserved, groups=groups, nan_policy="drop")
-    with pytest.raises(TaskError, match=r"'nan_policy' must be one of 'mask', 'drop', 'error', got 'fill'"):
-        from_arrays(x, y, groups=groups, nan_policy="fill")
+        from_arrays(x, unobserved, groups=groups, missing="drop")
+    with pytest.raises(TaskError, match=r"'missing' must be one of 'mask', 'drop', 'error', got 'fill'"):
+        from_arrays(x, y, groups=groups, missing="fill")

@@ -15,7 +15,7 @@ from taylorformer.errors import TaskError
 from taylorformer.evaluation import evaluate
 from taylorformer.task import make_task
 from taylorformer.tasks import datasets
-from taylorformer.tasks.stations import BEIJING_COORDINATES, CALENDAR, NAN_POLICIES
+from taylorformer.tasks.stations import BEIJING_COORDINATES, CALENDAR, MISSING_POLICIES
 from taylorformer.training import TrainConfig, Trainer
 
 SMALL = {"num_context": 18, "num_target": 6, "eval_stride": 3}  # 6 h of 3 stations -> 2 h
@@ -151,24 +151,24 @@ def write_with_gaps(tmp_path, uci):
 def test_nan_policies(tmp_path, uci_format):
     folder, first = write_with_gaps(tmp_path, uci_format)
     with pytest.raises(TaskError) as err:
-        stations(folder, nan_policy="error")
+        stations(folder, missing="error")
     msg = str(err.value)
     assert "PRSA_Data_Aotizhongxin" in msg and "'PM2.5'" in msg and "'TEMP'" in msg and "[5]" in msg
-    assert "nan_policy" in msg
+    assert "missing" in msg
 
     def kept(task):
         rows = task.table[task.table["station"] == "Aotizhongxin"]["file_row"].to_numpy()
         return set(range(uci_format.hours)) - set(rows)
 
-    assert kept(stations(folder, nan_policy="drop")) == {5, 9}  # SO2 is not used
-    assert kept(stations(folder, nan_policy="drop-any")) == {5, 9, 14}  # the reference's dropna()
+    assert kept(stations(folder, missing="drop")) == {5, 9}  # SO2 is not used
+    assert kept(stations(folder, missing="drop-any")) == {5, 9, 14}  # the reference's dropna()
     # "mask" (the default) keeps missing targets but refuses a missing input, naming it
     with pytest.raises(TaskError, match=r"PRSA_Data_Aotizhongxin.*column\(s\) \['TEMP'\] hold missing values "
                                         r"\(1 row\(s\) in all files\); column 'TEMP' in rows \[9\].*"
                                         r"'interpolate-mask'"):
-        stations(folder, nan_policy="mask")
+        stations(folder, missing="mask")
     for policy, dropped in (("interpolate", {5}), ("interpolate-mask", set())):
-        task = stations(folder, nan_policy=policy)
+        task = stations(folder, missing=policy)
         assert kept(task) == dropped  # a missing target is never invented: dropped, or kept as NaN
         row = int(np.flatnonzero((task.table["station"] == "Aotizhongxin") & (task.table["file_row"] == 9))[0])
         temps = first["TEMP"].to_numpy()
@@ -205,7 +205,7 @@ def write_missing_targets(tmp_path, uci, missing=MISSING_TARGETS):
 def test_mask_keeps_missing_targets_as_nan_scaled_with_the_observed_training_values(tmp_path, uci_format,
                                                                                      scaling):
     folder = write_missing_targets(tmp_path, uci_format)
-    task = stations(folder, nan_policy="mask", scaling=scaling)
+    task = stations(folder, missing="mask", scaling=scaling)
     table = expected_table(folder)
     raw = table[["PM2.5", "PM10"]].to_numpy(float)
     assert len(task.table) == len(table) == 3 * uci_format.hours  # no row dropped
@@ -235,7 +235,7 @@ def test_missing_targets_train_evaluate_and_plot_as_gaps(tmp_path, uci_format):
     import taylorformer as tfm
 
     folder = write_missing_targets(tmp_path, uci_format)
-    task = stations(folder, nan_policy="mask")
+    task = stations(folder, missing="mask")
     test = next(iter(task.dataset("test", batch_size=2, num_batches=1)))
     assert int(test["window_start"][0]) == 324 and np.isnan(test["yc"][0]).any() and np.isnan(test["yt"][0]).any()
     spec = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
@@ -263,7 +263,7 @@ def test_mask_refuses_missing_inputs_and_targets_never_observed_in_training(tmp_
     never = write_missing_targets(tmp_path, uci_format, [(k, h, "PM10") for k in range(3) for h in range(100)])
     with pytest.raises(TaskError, match=r"target column\(s\) \['PM10'\] of path .* have no observed \(non-NaN\) "
                                         r"value in the 288 training rows"):
-        stations(never, nan_policy="mask")
+        stations(never, missing="mask")
     for col, words in (("hour", r"A row without its station or time has no place.*'drop'"),
                        ("wd", r"These inputs cannot be missing.*'interpolate-mask'")):
         folder = tmp_path / f"no-{col}"
@@ -275,7 +275,7 @@ def test_mask_refuses_missing_inputs_and_targets_never_observed_in_training(tmp_
             with pytest.raises(TaskError, match=rf"PRSA_Data_Dongsi.*column\(s\) \['{col}'\] hold missing values "
                                                 rf"\(2 row\(s\) in all files\); column '{col}' in rows \[12, 30\].*"
                                                 rf"{words}"):
-                stations(folder, nan_policy=policy)
+                stations(folder, missing=policy)
 
 
 # ---------------------------------------------------------------------- bad input
@@ -316,15 +316,15 @@ def test_bad_files_and_columns_name_the_file_and_field(tmp_path, uci_folder, uci
         stations(uci_folder, num_context=40, num_target=10)
     for key, value, words in [("space", "mercator", "'space'"), ("scaling", "robust", "'scaling'"),
                               ("split", [0.8, 0.3, 0.1], "'split'"), ("num_context", 0, "'num_context'"),
-                              ("nan_policy", "zero", "'nan_policy'"), ("calendar", ["week"], "'calendar'"),
+                              ("missing", "zero", "'missing'"), ("calendar", ["week"], "'calendar'"),
                               ("coordinates", {"Dongsi": [95.0, 0.0]}, "latitude"),
                               ("covariate_columns", ["TEMP", "PM10"], "more than one role")]:
         with pytest.raises(TaskError, match=words):
             stations(uci_folder, **{key: value})
 
 
-@pytest.mark.parametrize("policy", NAN_POLICIES)
-def test_infinite_targets_are_refused_whatever_the_nan_policy(tmp_path, uci_format, policy):
+@pytest.mark.parametrize("policy", MISSING_POLICIES)
+def test_infinite_targets_are_refused_whatever_the_missing(tmp_path, uci_format, policy):
     folder = tmp_path / "inf"
     frame = uci_format.frame(0, "Dongsi")
     frame.loc[3, "PM10"] = np.inf
@@ -332,7 +332,7 @@ def test_infinite_targets_are_refused_whatever_the_nan_policy(tmp_path, uci_form
     with pytest.raises(TaskError) as err:
         make_task("stations", {"path": str(path), "target_columns": "PM10", "calendar": ["hour"],
                                "coordinates": {"Dongsi": [39.929, 116.417]}, "num_context": 3,
-                               "num_target": 1, "nan_policy": policy})
+                               "num_target": 1, "missing": policy})
     assert str(path) in str(err.value) and "'PM10'" in str(err.value) and "row 3" in str(err.value)
 
 

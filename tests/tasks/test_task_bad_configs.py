@@ -207,7 +207,7 @@ def test_csv_nan_in_any_split_names_file_column_and_row(tmp_path, row, split):
     y[row] = np.nan
     path = write(tmp_path, y)
     with pytest.raises(TaskError) as info:
-        make_csv(path, nan_policy="error")  # the default 'mask' keeps it as a missing value
+        make_csv(path, missing="error")  # the default 'mask' keeps it as a missing value
     assert all(w in str(info.value) for w in (str(path), "['y']", f"[{row}]", "NaN"))
 
 
@@ -220,7 +220,7 @@ def test_csv_infinite_value_in_any_split_names_file_column_and_row(tmp_path, val
     before = path.read_bytes()
     for policy in ("error", "drop", "ffill"):
         with pytest.raises(TaskError) as info:
-            make_csv(path, nan_policy=policy)
+            make_csv(path, missing=policy)
         assert all(w in str(info.value) for w in (str(path), "'y'", f"row {row}: {value}")), str(info.value)
     assert path.read_bytes() == before
 
@@ -261,3 +261,14 @@ def test_csv_missing_file_stays_a_file_not_found_task_error(tmp_path):
 def test_non_dict_config_is_a_task_error():
     with pytest.raises(TaskError, match="config must be a dict"):
         make_task("gp", [("noise", 1)])
+
+
+def test_a_recorded_config_with_the_old_nan_policy_name_still_builds(tmp_path):
+    """Runs recorded the tasks' ``missing`` option as ``nan_policy`` before it had its name."""
+    y = np.arange(100.0)
+    y[10] = np.nan
+    path = write(tmp_path, y)
+    with pytest.warns(DeprecationWarning, match="'missing'"):
+        assert make_csv(path, nan_policy="drop").missing == "drop"
+    with pytest.warns(DeprecationWarning), pytest.raises(TaskError, match=r"\[10\]"):
+        make_csv(path, nan_policy="error")

@@ -49,7 +49,7 @@ def test_a_dataframe_gives_the_same_task_as_its_csv_file(tmp_path):
         from_dataframe(df, "yy", **OPTS)
     bad = df.assign(y=df["y"].where(df.index != 7))
     with pytest.raises(TaskError, match=r"DataFrame: target column\(s\) \['y'\] hold NaN in 1 row\(s\): \[7\]"):
-        from_dataframe(bad, "y", nan_policy="error", **OPTS)
+        from_dataframe(bad, "y", missing="error", **OPTS)
 
 
 def test_a_dataframe_with_missing_targets_trains_and_evaluates(tmp_path):
@@ -59,7 +59,7 @@ def test_a_dataframe_with_missing_targets_trains_and_evaluates(tmp_path):
     rng = np.random.default_rng(0)
     for col in ("y", "z"):  # about 15% of each target missing, in every split
         df.loc[df.index[rng.random(len(df)) < 0.15], col] = np.nan
-    task = from_dataframe(df, ["y", "z"], **OPTS)  # nan_policy="mask": the default
+    task = from_dataframe(df, ["y", "z"], **OPTS)  # missing="mask": the default
     raw = df[["y", "z"]].to_numpy()
     np.testing.assert_allclose(task.mean, np.nanmean(raw[:60], 0), rtol=1e-12)
     np.testing.assert_allclose(task.std, np.nanstd(raw[:60], 0), rtol=1e-12)

@@ -298,8 +298,9 @@ def metric_function(model, metric):
             return ll if metric == "loglik" else -ll
         batch = with_masks(batch)
         mean = tf.cast(model.distribution(batch).mean(), tf.float64)
-        sq_err = tf.reduce_mean((mean - tf.cast(batch["yt"], tf.float64)) ** 2, -1)
-        return masked_point_mean(sq_err, batch["mask_t"])
+        observed = tf.cast(batch["observed_t"], tf.float64)  # mean over the observed outputs
+        sq_err = tf.reduce_sum(observed * (mean - tf.cast(batch["yt"], tf.float64)) ** 2, -1)
+        return masked_point_mean(sq_err / tf.maximum(tf.reduce_sum(observed, -1), 1.0), batch["mask_t"])
 
     return per_task
 

@@ -41,8 +41,8 @@ def with_masks(batch):
     no part in attention, pooling, neighbour search, the loss or any metric.
     ``observed_c``/``observed_t`` (float ``[B, N, Dy]``): 1 where an output value is
     observed at a real point, else 0; an unobserved value becomes 0 (whatever it was), so
-    nothing downstream sees a NaN. Idempotent: flags already in ``batch`` are kept (a value zeroed by an
-    earlier call stays unobserved).
+    nothing downstream sees a NaN. Idempotent: flags already in ``batch`` are kept (a
+    value zeroed by an earlier call stays unobserved).
     """
     import tensorflow as tf
 

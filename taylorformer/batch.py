@@ -72,6 +72,22 @@ def with_targets(batch, **targets):
     return out
 
 
+def append_observed_flags(batch, dim_y):
+    """``yc``/``yt`` ``[B, N, D]`` -> ``[B, N, D + dim_y]``: each point's values followed by
+    its per-output observed flags (``observed_c``/``observed_t`` of :func:`with_masks`;
+    ones where absent, e.g. a drawn target)."""
+    import tensorflow as tf
+
+    out = dict(batch)
+    for (_, y_key, _), o_key in zip(PAIRS, OBSERVED_KEYS):
+        y = tf.cast(out[y_key], tf.float32)
+        flags = out.get(o_key)
+        if flags is None:
+            flags = tf.ones(tf.concat([tf.shape(y)[:2], [dim_y]], 0))
+        out[y_key] = tf.concat([y, tf.cast(flags, tf.float32)], -1)
+    return out
+
+
 def fully_observed(batch):
     """``batch`` (after :func:`with_masks`) with ``mask_c``/``mask_t`` at 1 only where
     every output is observed: the points whose values can stand in for the whole point

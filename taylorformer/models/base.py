@@ -14,7 +14,7 @@ the encoder; an encoder that declares ``reads_wrapper_features = True`` is calle
 ``wrapper.adjust(params, features)``.
 
 With ``observed_flags`` (spec; on by default when ``Dy > 1``) the encoder's output values
-are ``concat([y, observed])`` (``[B, N, 2 Dy]``, :func:`append_observed_flags`): a point
+are ``concat([y, observed])`` (``[B, N, 2 Dy]``, :func:`taylorformer.batch.append_observed_flags`): a point
 with some outputs missing still informs the observed ones, and the token says which.
 """
 import contextlib
@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from taylorformer import components, registry
-from taylorformer.batch import fully_observed, validate_batch, with_masks
+from taylorformer.batch import append_observed_flags, fully_observed, validate_batch, with_masks
 from taylorformer.errors import SpecError
 from taylorformer.layers import MLP
 from taylorformer.models.fitting import FitMixin
@@ -45,20 +45,6 @@ def dtype_policy_scope(policy):
         yield
     finally:
         keras.config.set_dtype_policy(previous)
-
-
-def append_observed_flags(batch, dim_y):
-    """``yc``/``yt`` ``[B, N, D]`` -> ``[B, N, D + dim_y]``: each point's values followed by
-    its per-output observed flags (``observed_c``/``observed_t`` of
-    :func:`taylorformer.batch.with_masks`; ones where absent, e.g. a drawn target)."""
-    out = dict(batch)
-    for y_key, o_key in (("yc", "observed_c"), ("yt", "observed_t")):
-        y = tf.cast(out[y_key], tf.float32)
-        flags = out.get(o_key)
-        if flags is None:
-            flags = tf.ones(tf.concat([tf.shape(y)[:2], [dim_y]], 0))
-        out[y_key] = tf.concat([y, tf.cast(flags, tf.float32)], -1)
-    return out
 
 
 class NeuralProcess(FitMixin, keras.Model):

@@ -21,7 +21,8 @@ to, with the attention weights as input (TE-TNP's location update)::
 recomputes every block, flash-attention style, so memory is O(tile^2) per head), with
 the same values and gradients (w.r.t. q, k, v, positions and the variables read).
 :func:`choose_tile` is the one rule that picks the path from the memory a block of
-pairs takes. :func:`attend_blocks` is the entry point of incremental decoding: a few new
+pairs takes and the device; :func:`options` overrides it (and whether the tiled loop is
+compiled with XLA) for every attention run inside a ``with`` block. :func:`attend_blocks` is the entry point of incremental decoding: a few new
 query rows against keys/values kept in the blocks of a cache.
 
 Conventions: ``key_mask`` [B,Nk] (1/True = real key); ``query_mask`` [B,Nq] (1/True =
@@ -31,24 +32,73 @@ real query; a hint for the score, the output of a padded query is unspecified);
 0 update). Softmax statistics are float32 for every input dtype; the output has ``v``'s
 dtype, the update float32.
 """
+import contextlib
 import math
+import threading
 
 import tensorflow as tf
 
-from taylorformer.tf_compat import stop_recording
+from taylorformer.tf_compat import could_record_gradients, in_xla_context, stop_recording
 
-#: the tiling rule (:func:`choose_tile`): dense while the dense block of pair values
-#: takes at most DENSE_BYTES; otherwise tiles whose [B, tile, tile] blocks take about
-#: TILE_BYTES. With ``pair_floats`` = the floats a score materialises per (query, key)
-#: pair, these reproduce the measured choices of every built-in: tiles of 512 at B = 1
-#: and 128 at B = 16 for 8-head dot-product attention (2^18 pairs; TNP-D forward at
-#: Nc = Nt = 1000, batch 16, XLA: 1.18-1.28 s with 128 vs 1.24-1.44 s with 512), 128 at
-#: B = 1 for TE attention's pair MLP (136 floats per pair) and 256 at B = 1 / 128 at
-#: B = 8 for BSA-TNP's biases (24 floats per pair; docs/benchmarks.md).
-DENSE_BYTES = 1 << 27
-TILE_BYTES = 1 << 23
+#: the tiling rule (:func:`choose_tile`) per device kind: dense while the dense block of
+#: pair values takes at most ``dense_bytes``; otherwise tiles whose [B, tile, tile] blocks
+#: take about ``tile_bytes``. CPU, measured: with ``pair_floats`` = the floats a score
+#: materialises per (query, key) pair, these reproduce the measured choices of every
+#: built-in: tiles of 512 at B = 1 and 128 at B = 16 for 8-head dot-product attention
+#: (2^18 pairs; TNP-D forward at Nc = Nt = 1000, batch 16, XLA: 1.18-1.28 s with 128 vs
+#: 1.24-1.44 s with 512), 128 at B = 1 for TE attention's pair MLP (136 floats per pair)
+#: and 256 at B = 1 / 128 at B = 8 for BSA-TNP's biases (24 floats per pair;
+#: docs/benchmarks.md). GPU, not yet measured (no GPU with TensorFlow so far): dense up
+#: to 1 GiB of logits, as a GPU runs one large block far faster than a loop of small
+#: ones and has the memory for it; tiles 8x larger than on the CPU.
+BUDGETS = {"CPU": {"dense_bytes": 1 << 27, "tile_bytes": 1 << 23},
+           "GPU": {"dense_bytes": 1 << 30, "tile_bytes": 1 << 26}}
+DENSE_BYTES, TILE_BYTES = BUDGETS["CPU"]["dense_bytes"], BUDGETS["CPU"]["tile_bytes"]
 MIN_TILE, MAX_TILE = 16, 1024
 _NEG = -1e30  # finite stand-in for -inf: masked logits and the initial running max
+_AUTO = "auto"
+_overrides = threading.local()  # the innermost options() of this thread: {"tile": .., "xla": ..}
+
+
+@contextlib.contextmanager
+def options(tile=_AUTO, xla=_AUTO):
+    """Override the executor for every attention run (or traced, inside ``tf.function``) in
+    the ``with`` block, e.g. ``with options(tile=None): model(batch)`` runs every layer dense.
+
+    ``tile``: ``"auto"`` (:func:`choose_tile`'s rule and each layer's ``tile_size``), ``None``
+    (dense) or an int (square tiles of that size); it wins over a layer's ``tile_size``.
+    ``xla``: whether the tiled path's forward loop is compiled with XLA. ``"auto"``: when it
+    runs inside a ``tf.function`` that is not itself XLA-compiled and no gradient is being
+    recorded (inference: a fixed shape is compiled once; TNP-D at batch 16, Nc = Nt = 1000
+    runs 2.4x faster on a 2-core CPU, docs/benchmarks.md); ``True``: also eagerly and in
+    training; ``False``: never. Settings apply when a function is traced, so a
+    ``tf.function`` traced earlier keeps the options it was traced with.
+    """
+    if not (tile in (None, _AUTO) or (isinstance(tile, int) and not isinstance(tile, bool) and tile > 0)):
+        raise ValueError(f"options: tile must be 'auto', None or a positive int, got {tile!r}")
+    if xla not in (_AUTO, True, False):
+        raise ValueError(f"options: xla must be 'auto', True or False, got {xla!r}")
+    previous = getattr(_overrides, "value", None)
+    _overrides.value = {"tile": tile, "xla": xla}
+    try:
+        yield
+    finally:
+        _overrides.value = previous
+
+
+def _override(name):
+    return (getattr(_overrides, "value", None) or {}).get(name, _AUTO)
+
+
+def device_kind(x):
+    """``"GPU"`` or ``"CPU"``: where ``x`` lives, or (unplaced, as while tracing) where
+    TensorFlow places new ops by default: a visible GPU wins."""
+    device = getattr(x, "device", "") or ""
+    if "GPU" in device.upper():
+        return "GPU"
+    if "CPU" in device.upper():
+        return "CPU"
+    return "GPU" if tf.config.list_logical_devices("GPU") else "CPU"
 
 
 def mha_score(q_tile, k_tile, *_):
@@ -59,25 +109,30 @@ def mha_score(q_tile, k_tile, *_):
     return tf.matmul(q_tile, k_tile, transpose_b=True) * tf.cast(scale, q_tile.dtype)
 
 
-def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None):
+def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device=None):
     """The tiling rule: ``None`` (run dense) or a tile size for ``q [B,H,Nq,d]``, ``k [B,H,Nk,d]``.
 
     ``pair_floats``: float32 values the score materialises per (query, key) pair (default
-    H, the logits). Dense while the static ``B * Nq * Nk * pair_floats * 4`` bytes are at
-    most :data:`DENSE_BYTES` (or ``B * Nq * Nk <= dense_pairs`` when given); otherwise (also
-    for sizes unknown at trace time) a power-of-two tile whose ``[B, tile, tile]`` blocks
-    take about :data:`TILE_BYTES`, clipped to ``[MIN_TILE, MAX_TILE]`` (an unknown B counts
-    as 8). An explicit ``tile_size`` wins.
+    H, the logits). With the :data:`BUDGETS` of ``device`` (``"CPU"``/``"GPU"``; default
+    :func:`device_kind` of ``q``): dense while the static ``B * Nq * Nk * pair_floats * 4``
+    bytes are at most ``dense_bytes`` (or ``B * Nq * Nk <= dense_pairs`` when given);
+    otherwise (also for sizes unknown at trace time) a power-of-two tile whose ``[B, tile,
+    tile]`` blocks take about ``tile_bytes``, clipped to ``[MIN_TILE, MAX_TILE]`` (an unknown
+    B counts as 8). An explicit ``tile_size`` wins, and an :func:`options` tile over both.
     """
+    forced = _override("tile")
+    if forced != _AUTO:
+        return forced
     if tile_size is not None:
         return int(tile_size)
+    budget = BUDGETS[device or device_kind(q)]
     b, h, nq, nk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
     floats = pair_floats or h or 8
     if None not in (b, nq, nk):
         pairs = b * nq * nk
-        if pairs <= (dense_pairs if dense_pairs is not None else DENSE_BYTES / (4 * floats)):
+        if pairs <= (dense_pairs if dense_pairs is not None else budget["dense_bytes"] / (4 * floats)):
             return None
-    tile = 2 ** round(math.log2(math.sqrt(TILE_BYTES / (4 * floats * (b or 8)))))
+    tile = 2 ** round(math.log2(math.sqrt(budget["tile_bytes"] / (4 * floats * (b or 8)))))
     return int(min(MAX_TILE, max(MIN_TILE, tile)))
 
 
@@ -194,6 +249,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     qp_const = None if position_grads else [tile_axis(p, 1, tq, nqt) for p in qp_flat]
     kp_const = None if position_grads else [tile_axis(p, 1, tk, nkt) for p in kp_flat]
     has_update = update_fn is not None
+    compile_forward = _compile_tiles()
 
     def pack(structure, flat):
         return None if structure is None else tf.nest.pack_sequence_as(structure, flat)
@@ -278,7 +334,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
 
         with stop_recording():
             # out [nqt,B,H,tq,dv], lse [nqt,B,H,tq] (+ update [nqt,B,tq,U], count [nqt,B,tq])
-            results = forward()
+            results = tf.function(forward, jit_compile=True)() if compile_forward else forward()
         out_t, lse_t = results[:2]
 
         def grad(dout, dupdate=None, variables=None):
@@ -385,6 +441,14 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     if has_update:  # the width U of update_fn's output, from a trace on a 1x1 block
         update_dim = _update_width(update_fn, q, k, q_pos, k_pos)
     return run(*q_side, *k_side, v)
+
+
+def _compile_tiles():
+    """Whether the tiled forward loop is compiled with XLA (see :func:`options`)."""
+    xla = _override("xla")
+    if xla != _AUTO:
+        return xla
+    return tf.inside_function() and not in_xla_context() and not could_record_gradients()
 
 
 def _update_width(update_fn, q, k, q_pos, k_pos):

@@ -356,3 +356,93 @@ def test_nested_positions_reach_the_score_per_tile():
         grads = tape.gradient(out, tf.nest.flatten(half), output_gradients=dout)
         np.testing.assert_allclose(out, want, atol=2e-5)
         assert all(g is not None and np.all(np.isfinite(g)) for g in grads)
+
+
+@pytest.mark.parametrize("xla", ["auto", False, True])
+@pytest.mark.parametrize("mask", list(MASKS))
+def test_inference_forward_with_or_without_xla_matches_numpy(xla, mask):
+    """The tiled forward pass as inference runs it (a tf.function, no tape): compiled with
+    XLA ("auto" and True) or not, with masks and a position update, against NumPy."""
+    rng, x, _ = make_inputs(seed=13)
+    score, update = RBFBiasScore(rng), PairUpdate(rng)
+    kw = MASKS[mask]
+    with ex.options(xla=xla):
+        out, upd = tf.function(lambda: tiled_attend(
+            score, **x, **kw, tile_q=TILE, tile_k=TILE, update_fn=update))()
+    p = numpy_weights(score, x["q"], x["k"], x["q_pos"], x["k_pos"], allowed(kw))[0]
+    np.testing.assert_allclose(out, p @ np.asarray(x["v"], np.float64), atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(upd, numpy_update(score, update, x["q"], x["k"], x["q_pos"],
+                                                 x["k_pos"], allowed(kw)), atol=2e-5, rtol=1e-4)
+
+
+def test_xla_for_the_tiled_loop_only_in_graph_inference():
+    """options(xla="auto"): compiled inside a non-XLA tf.function with no tape recording;
+    not eagerly, not under a tape (training), not inside an XLA function (already compiled)."""
+    seen = {}
+
+    def record(name):
+        seen[name] = ex._compile_tiles()
+        return tf.constant(0.0)
+
+    def taped(name):
+        with tf.GradientTape():
+            return record(name)
+
+    record("eager")
+    tf.function(lambda: record("graph"))()
+    tf.function(lambda: taped("graph+tape"))()
+    tf.function(lambda: record("xla"), jit_compile=True)()
+    with ex.options(xla=False):
+        tf.function(lambda: record("graph, xla=False"))()
+    with ex.options(xla=True):
+        record("eager, xla=True")
+        tf.function(lambda: taped("graph+tape, xla=True"))()
+    assert seen == {"eager": False, "graph": True, "graph+tape": False, "xla": False,
+                    "graph, xla=False": False, "eager, xla=True": True,
+                    "graph+tape, xla=True": True}
+
+
+def test_options_override_the_tiling_rule_and_layer_tiles():
+    q, k = tf.zeros([16, 8, 2000, 1]), tf.zeros([16, 8, 1000, 1])
+    small = tf.zeros([1, 8, 10, 1])
+    with ex.options(tile=None):
+        assert ex.choose_tile(q, k) is None and ex.choose_tile(q, k, tile_size=64) is None
+    with ex.options(tile=32):
+        assert ex.choose_tile(small, small) == 32
+        with ex.options():  # the innermost block wins; leaving it restores the outer one
+            assert ex.choose_tile(small, small) is None
+        assert ex.choose_tile(small, small) == 32
+    assert ex.choose_tile(q, k) == 128
+    for bad in (dict(tile=0), dict(tile="dense"), dict(tile=True), dict(xla="yes")):
+        with pytest.raises(ValueError, match="options: (tile|xla) must be"):
+            with ex.options(**bad):
+                pass
+
+
+def test_tiling_rule_per_device():
+    """A GPU runs one large block rather than a loop of small ones: dense up to its budget."""
+    q, k = tf.zeros([16, 8, 2000, 1]), tf.zeros([16, 8, 1000, 1])  # 2^30 bytes of logits less 5%
+    assert ex.choose_tile(q, k, device="CPU") == 128
+    assert ex.choose_tile(q, k, device="GPU") is None
+    big = tf.zeros([8, 8, 4000, 1])  # 4 GiB of logits
+    assert ex.choose_tile(big, big, device="GPU") == 512  # 2^26 / (32 * 8) = 2^18 pairs per block
+    with tf.device("/CPU:0"):
+        assert ex.device_kind(tf.zeros([1])) == "CPU"
+
+
+def test_model_forward_same_under_every_executor_option():
+    """A TNP-D forward (tf.function, inference) is the same dense, tiled, and tiled with
+    the loop compiled by XLA: the options change how, not what, the model computes."""
+    import taylorformer as tfm
+
+    model = tfm.build_model("tnp-d", encoder={"layers": 2})
+    rng = np.random.default_rng(3)
+    batch = {k: tf.constant(rng.normal(size=(2, n, 1)), tf.float32)
+             for k, n in (("xc", 21), ("yc", 21), ("xt", 17), ("yt", 17))}
+    batch["mask_c"] = tf.constant(rng.random((2, 21)) > 0.2, tf.float32)
+    results = []
+    for opts in (dict(tile=None), dict(tile=8, xla=False), dict(tile=8, xla=True)):
+        with ex.options(**opts):
+            results.append(tf.function(lambda b: model.predict_distribution(b).mean())(batch).numpy())
+    np.testing.assert_allclose(results[1], results[0], atol=2e-5)
+    np.testing.assert_allclose(results[2], results[0], atol=2e-5)

@@ -1,0 +1,137 @@
+"""Conditional NP inference at large sizes: this tree against an earlier commit, side by side.
+
+    python benchmarks/conditional_inference.py --baseline d0c8c41
+    python benchmarks/conditional_inference.py --baseline d0c8c41 --cases tnp-d --rounds 5
+
+Each side is a copy of the sources (the baseline from ``git archive``, the candidate
+from the working tree, or another commit with ``--candidate``), laid out as the
+installed package. Every (case, side, XLA) runs in a fresh subprocess, so its peak RSS
+(``ru_maxrss``) is its own; the sides alternate within each round, so both see the same
+machine load. Per run: the forward time (minimum over ``--reps`` calls after one
+warm-up call that traces and compiles), the RSS before the first call and the peak.
+Cases (random inputs, default preset sizes, ``predict_distribution(batch).mean()`` in a
+``tf.function``):
+
+- ``tnp-d``: batch 16, Nc = Nt = 1000, x in 1-D (the issue's setting);
+- ``te-tnp``: batch 1, Nc = Nt = 2000, x in 1-D;
+- ``bsa-tnp``: batch 1, Nc = Nt = 5000, x in 2-D.
+
+Prints one JSON line per run, then a table of medians over rounds and the
+candidate/baseline ratio.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+CASES = {"tnp-d": dict(batch=16, nc=1000, nt=1000, dim_x=1),
+         "te-tnp": dict(batch=1, nc=2000, nt=2000, dim_x=1),
+         "bsa-tnp": dict(batch=1, nc=5000, nt=5000, dim_x=2)}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAYOUT = {"taylorformer": "taylorformer", "plugins": "taylorformer/plugins", "tasks": "taylorformer/tasks"}
+
+
+def child(case, xla, reps):
+    """Runs in the subprocess, with the side's package first on sys.path."""
+    import resource
+    import time
+
+    import numpy as np
+    import tensorflow as tf
+
+    import taylorformer as tfm
+
+    c = CASES[case]
+    model = tfm.build_model(case, dim_x=c["dim_x"], dim_y=1)
+    rng = np.random.default_rng(1)
+    shapes = {"xc": (c["batch"], c["nc"], c["dim_x"]), "yc": (c["batch"], c["nc"], 1),
+              "xt": (c["batch"], c["nt"], c["dim_x"]), "yt": (c["batch"], c["nt"], 1)}
+    batch = {k: tf.constant(rng.uniform(-2, 2, s), tf.float32) for k, s in shapes.items()}
+    forward = tf.function(lambda b: model.predict_distribution(b).mean(), jit_compile=xla)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    forward(batch).numpy()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        forward(batch).numpy()
+        times.append(time.perf_counter() - start)
+    return {"forward_s": round(min(times), 3), "rss_before_mib": round(rss_before),
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def export(source, dest):
+    """Lay out ``source`` (a commit, or None for the working tree) as an importable package."""
+    tree = os.path.join(dest, "tree")
+    os.makedirs(tree)
+    if source is None:
+        for name in LAYOUT:
+            shutil.copytree(os.path.join(ROOT, name), os.path.join(tree, name))
+    else:
+        archive = subprocess.run(["git", "-C", ROOT, "archive", source, *LAYOUT], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+    pkg = os.path.join(dest, "pkg")
+    for name, target in LAYOUT.items():
+        shutil.copytree(os.path.join(tree, name), os.path.join(pkg, target), dirs_exist_ok=True)
+    return pkg
+
+
+def run(pkg, case, xla, reps):
+    code = ("import sys, json; sys.meta_path[:] = [f for f in sys.meta_path "
+            "if 'editable' not in getattr(f, '__name__', type(f).__name__).lower()]; "
+            f"sys.path.insert(0, {pkg!r}); sys.path.insert(1, {os.path.dirname(__file__)!r}); "
+            "import taylorformer, conditional_inference as ci; "
+            f"assert taylorformer.__file__.startswith({pkg!r}), taylorformer.__file__; "
+            f"print('RESULT', json.dumps(ci.child({case!r}, {xla!r}, {reps})))")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    if out.returncode or not lines:
+        raise SystemExit(f"{case} (xla={xla}) failed:\n{out.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", required=True, help="commit to compare against")
+    parser.add_argument("--candidate", help="commit to measure (default: the working tree)")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from {sorted(CASES)}")
+    parser.add_argument("--xla", default="no,yes", help="no, yes or no,yes")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    cases = args.cases.split(",")
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {sorted(CASES)}")
+    modes = [{"no": False, "yes": True}[m] for m in args.xla.split(",")]
+    with tempfile.TemporaryDirectory(prefix="tfm-bench-") as tmp:
+        sides = {"baseline": export(args.baseline, os.path.join(tmp, "baseline")),
+                 "candidate": export(args.candidate, os.path.join(tmp, "candidate"))}
+        rows = {}
+        for r in range(args.rounds):
+            for case in cases:
+                for xla in modes:
+                    for side, pkg in sides.items():
+                        res = run(pkg, case, xla, args.reps)
+                        rows.setdefault((case, xla, side), []).append(res)
+                        print(json.dumps({"round": r, "case": case, "xla": xla, "side": side, **res}), flush=True)
+    median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    print(f"\nbaseline {args.baseline}, candidate {args.candidate or 'working tree'}; medians of "
+          f"{args.rounds} round(s)\n")
+    print("| case | XLA | baseline s | candidate s | speed-up | baseline peak MiB | candidate peak MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for case in cases:
+        for xla in modes:
+            b = [x for x in rows[(case, xla, "baseline")]]
+            c = [x for x in rows[(case, xla, "candidate")]]
+            bt, ct = median([x["forward_s"] for x in b]), median([x["forward_s"] for x in c])
+            print(f"| {case} | {'yes' if xla else 'no'} | {bt:.3f} | {ct:.3f} | {bt / ct:.2f}x | "
+                  f"{median([x['peak_rss_mib'] for x in b])} | {median([x['peak_rss_mib'] for x in c])} |")
+
+
+if __name__ == "__main__":
+    main()

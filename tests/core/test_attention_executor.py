@@ -253,7 +253,7 @@ def test_attend_dispatch(monkeypatch):
     small = attend(mha_score, x["q"], x["k"], x["v"])
     assert calls == []
     forced = attend(mha_score, x["q"], x["k"], x["v"], tile=4)
-    # 2^30 floats per pair: the dense block would be far over DENSE_BYTES
+    # 2^30 floats per pair: the dense block would be far over the dense budget
     by_size = attend(mha_score, x["q"], x["k"], x["v"], pair_floats=1 << 30)
     assert [(c["tile_q"], c["tile_k"]) for c in calls] == [(4, 4), (16, 16)]
     np.testing.assert_allclose(forced, small, atol=1e-5)
@@ -264,7 +264,7 @@ def test_tiling_rule_from_block_memory():
     def qk(b, h, nq, nk):
         return tf.zeros([b, h, nq, 1]), tf.zeros([b, h, nk, 1])
 
-    # dense while B * Nq * Nk * pair_floats * 4 bytes <= DENSE_BYTES (2^27)
+    # on a CPU: dense while B * Nq * Nk * pair_floats * 4 bytes <= 2^27 (BUDGETS["CPU"])
     assert ex.choose_tile(*qk(1, 8, 2048, 2048)) is None  # 2^22 pairs x 8 floats = 2^27 bytes
     assert ex.choose_tile(*qk(2, 8, 2048, 2048)) == 256  # 2^23 / (32 * 2) = 2^17 pairs per block
     assert ex.choose_tile(*qk(16, 8, 2000, 1000)) == 128  # TNP-D at Nc = Nt = 1000, batch 16

@@ -66,7 +66,8 @@ def options(tile=_AUTO, xla=_AUTO):
     the ``with`` block, e.g. ``with options(tile=None): model(batch)`` runs every layer dense.
 
     ``tile``: ``"auto"`` (:func:`choose_tile`'s rule and each layer's ``tile_size``), ``None``
-    (dense) or an int (square tiles of that size); it wins over a layer's ``tile_size``.
+    (dense), an int (square tiles of that size) or a pair ``(tile_q, tile_k)``; it wins over
+    a layer's ``tile_size``.
     ``xla``: whether the tiled path's forward loop is compiled with XLA. ``"auto"``: when it
     runs inside a ``tf.function`` that is not itself XLA-compiled and no gradient is being
     recorded (inference: a fixed shape is compiled once; TNP-D at batch 16, Nc = Nt = 1000
@@ -74,8 +75,8 @@ def options(tile=_AUTO, xla=_AUTO):
     training; ``False``: never. Settings apply when a function is traced, so a
     ``tf.function`` traced earlier keeps the options it was traced with.
     """
-    if not (tile in (None, _AUTO) or (isinstance(tile, int) and not isinstance(tile, bool) and tile > 0)):
-        raise ValueError(f"options: tile must be 'auto', None or a positive int, got {tile!r}")
+    if tile != _AUTO:
+        tile = _check_tile("options", tile)
     if xla not in (_AUTO, True, False):
         raise ValueError(f"options: xla must be 'auto', True or False, got {xla!r}")
     previous = getattr(_overrides, "value", None)
@@ -84,6 +85,17 @@ def options(tile=_AUTO, xla=_AUTO):
         yield
     finally:
         _overrides.value = previous
+
+
+def _check_tile(where, tile):
+    """``None``, a positive int or a pair of them -> ``None`` or ``(tile_q, tile_k)``."""
+    pair = tile if isinstance(tile, (tuple, list)) and len(tile) == 2 else (tile, tile)
+    if tile is None:
+        return None
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in pair):
+        raise ValueError(f"{where}: tile must be 'auto', None, a positive int or a pair "
+                         f"(tile_q, tile_k) of them, got {tile!r}")
+    return tuple(pair)
 
 
 def _override(name):
@@ -109,23 +121,30 @@ def mha_score(q_tile, k_tile, *_):
     return tf.matmul(q_tile, k_tile, transpose_b=True) * tf.cast(scale, q_tile.dtype)
 
 
-def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device=None):
-    """The tiling rule: ``None`` (run dense) or a tile size for ``q [B,H,Nq,d]``, ``k [B,H,Nk,d]``.
+def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device=None,
+                compiled_inference=None):
+    """The tiling rule: ``None`` (run dense) or tiles ``(tile_q, tile_k)`` for ``q [B,H,Nq,d]``,
+    ``k [B,H,Nk,d]``.
 
     ``pair_floats``: float32 values the score materialises per (query, key) pair (default
     H, the logits). With the :data:`BUDGETS` of ``device`` (``"CPU"``/``"GPU"``; default
     :func:`device_kind` of ``q``): dense while the static ``B * Nq * Nk * pair_floats * 4``
     bytes are at most ``dense_bytes`` (or ``B * Nq * Nk <= dense_pairs`` when given);
-    otherwise (also for sizes unknown at trace time) a power-of-two tile whose ``[B, tile,
+    otherwise (also for sizes unknown at trace time) power-of-two tiles whose ``[B, tile,
     tile]`` blocks take about ``tile_bytes``, clipped to ``[MIN_TILE, MAX_TILE]`` (an unknown
-    B counts as 8). An explicit ``tile_size`` wins, and an :func:`options` tile over both.
+    B counts as 8). On a CPU, for an XLA-compiled forward pass with no gradient
+    (``compiled_inference``; default: whether the current trace is one), key tiles are half
+    as long: measured 8-12% faster for TNP-D, 3-9% for TE-TNP and within noise for BSA-TNP
+    (docs/benchmarks.md); training keeps square tiles. An explicit ``tile_size`` (square)
+    wins, and an :func:`options` tile over both.
     """
     forced = _override("tile")
     if forced != _AUTO:
         return forced
     if tile_size is not None:
-        return int(tile_size)
-    budget = BUDGETS[device or device_kind(q)]
+        return (int(tile_size), int(tile_size))
+    device = device or device_kind(q)
+    budget = BUDGETS[device]
     b, h, nq, nk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
     floats = pair_floats or h or 8
     if None not in (b, nq, nk):
@@ -133,7 +152,12 @@ def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device
         if pairs <= (dense_pairs if dense_pairs is not None else budget["dense_bytes"] / (4 * floats)):
             return None
     tile = 2 ** round(math.log2(math.sqrt(budget["tile_bytes"] / (4 * floats * (b or 8)))))
-    return int(min(MAX_TILE, max(MIN_TILE, tile)))
+    tile = int(min(MAX_TILE, max(MIN_TILE, tile)))
+    if compiled_inference is None:
+        compiled_inference = not could_record_gradients() and (in_xla_context() or _compile_tiles())
+    if device == "CPU" and compiled_inference:
+        return (tile, max(MIN_TILE, tile // 2))
+    return (tile, tile)
 
 
 def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
@@ -143,19 +167,17 @@ def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_f
     q: [B,H,Nq,dq], k: [B,H,Nk,dk], v: [B,H,Nk,dv]; q_pos / k_pos: ``[B, N, ...]`` tensors
     or nests of them (handed to ``score_fn`` tile by tile); masks as in the module
     docstring. ``tile``: ``"auto"`` (:func:`choose_tile` with ``pair_floats``), ``None``
-    (dense) or an int (square tiles of that size). ``position_grads=False``: positions
+    (dense), an int (square tiles of that size) or a pair ``(tile_q, tile_k)``. ``position_grads=False``: positions
     are data (their gradient is ``None``), which spares the tiled backward pass the
     score's derivative w.r.t. them. Returns ``[B,H,Nq,dv]``, or ``(out, update
     [B,Nq,U])`` with ``update_fn``.
     """
-    if isinstance(tile, str):
-        if tile != "auto":
-            raise ValueError(f"attend: tile must be 'auto', None or an int, got {tile!r}")
-        tile = choose_tile(q, k, pair_floats)
+    tile = choose_tile(q, k, pair_floats) if isinstance(tile, str) and tile == _AUTO \
+        else _check_tile("attend", tile)
     args = (score_fn, q, k, v, q_pos, k_pos, key_mask, pair_mask_fn, query_mask)
     if tile is None:
         return dense_attend(*args, position_grads=position_grads, update_fn=update_fn)
-    return tiled_attend(*args, tile_q=tile, tile_k=tile, position_grads=position_grads,
+    return tiled_attend(*args, tile_q=tile[0], tile_k=tile[1], position_grads=position_grads,
                         update_fn=update_fn)
 
 

@@ -266,15 +266,21 @@ def test_tiling_rule_from_block_memory():
 
     # on a CPU: dense while B * Nq * Nk * pair_floats * 4 bytes <= 2^27 (BUDGETS["CPU"])
     assert ex.choose_tile(*qk(1, 8, 2048, 2048)) is None  # 2^22 pairs x 8 floats = 2^27 bytes
-    assert ex.choose_tile(*qk(2, 8, 2048, 2048)) == 256  # 2^23 / (32 * 2) = 2^17 pairs per block
-    assert ex.choose_tile(*qk(16, 8, 2000, 1000)) == 128  # TNP-D at Nc = Nt = 1000, batch 16
-    assert ex.choose_tile(*qk(1, 8, 2000, 5000), pair_floats=136) == 128  # TE attention
-    assert ex.choose_tile(*qk(1, 4, 5000, 5000), pair_floats=24) == 256  # BSA-TNP, batch 1
-    assert ex.choose_tile(*qk(8, 4, 1536, 512), pair_floats=24) == 128  # BSA-TNP, batch 8
-    assert ex.choose_tile(*qk(1, 8, 10, 10), tile_size=3) == 3  # explicit tile
-    assert ex.choose_tile(*qk(1, 8, 10, 10), dense_pairs=99) == 512  # explicit dense limit
+    assert ex.choose_tile(*qk(2, 8, 2048, 2048)) == (256, 256)  # 2^23 / (32 * 2) = 2^17 pairs per block
+    assert ex.choose_tile(*qk(16, 8, 2000, 1000)) == (128, 128)  # TNP-D at Nc = Nt = 1000, batch 16
+    assert ex.choose_tile(*qk(1, 8, 2000, 5000), pair_floats=136) == (128, 128)  # TE attention
+    assert ex.choose_tile(*qk(1, 4, 5000, 5000), pair_floats=24) == (256, 256)  # BSA-TNP, batch 1
+    assert ex.choose_tile(*qk(8, 4, 1536, 512), pair_floats=24) == (128, 128)  # BSA-TNP, batch 8
+    assert ex.choose_tile(*qk(1, 8, 10, 10), tile_size=3) == (3, 3)  # explicit tile
+    assert ex.choose_tile(*qk(1, 8, 10, 10), dense_pairs=99) == (512, 512)  # explicit dense limit
+    # inference compiled with XLA on a CPU: key tiles half as long (measured faster)
+    assert ex.choose_tile(*qk(16, 8, 2000, 1000), compiled_inference=True) == (128, 64)
+    assert ex.choose_tile(*qk(8, 8, 4000, 4000), compiled_inference=True, device="GPU") == (512, 512)
+    seen = []
+    tf.function(lambda: seen.append(ex.choose_tile(*qk(16, 8, 2000, 1000))) or tf.constant(0))()
+    assert seen == [(128, 64)]  # a tf.function with no tape: the tiled loop runs under XLA
     unknown = tf.TensorSpec([None, 8, None, 1]), tf.TensorSpec([None, 8, None, 1])
-    assert ex.choose_tile(*unknown) == 256  # unknown sizes: tiled, B counted as 8
+    assert ex.choose_tile(*unknown) == (256, 256)  # unknown sizes: tiled, B counted as 8
 
 
 def test_half_precision_inputs_keep_dtype_and_accuracy():
@@ -407,13 +413,16 @@ def test_options_override_the_tiling_rule_and_layer_tiles():
     small = tf.zeros([1, 8, 10, 1])
     with ex.options(tile=None):
         assert ex.choose_tile(q, k) is None and ex.choose_tile(q, k, tile_size=64) is None
+    with ex.options(tile=(32, 16)):
+        assert ex.choose_tile(small, small) == (32, 16)
     with ex.options(tile=32):
-        assert ex.choose_tile(small, small) == 32
+        assert ex.choose_tile(small, small) == (32, 32)
         with ex.options():  # the innermost block wins; leaving it restores the outer one
             assert ex.choose_tile(small, small) is None
-        assert ex.choose_tile(small, small) == 32
-    assert ex.choose_tile(q, k) == 128
-    for bad in (dict(tile=0), dict(tile="dense"), dict(tile=True), dict(xla="yes")):
+        assert ex.choose_tile(small, small) == (32, 32)
+    assert ex.choose_tile(q, k) == (128, 128)
+    for bad in (dict(tile=0), dict(tile="dense"), dict(tile=True), dict(tile=(32,)), dict(tile=(8, 0)),
+                dict(xla="yes")):
         with pytest.raises(ValueError, match="options: (tile|xla) must be"):
             with ex.options(**bad):
                 pass
@@ -422,10 +431,10 @@ def test_options_override_the_tiling_rule_and_layer_tiles():
 def test_tiling_rule_per_device():
     """A GPU runs one large block rather than a loop of small ones: dense up to its budget."""
     q, k = tf.zeros([16, 8, 2000, 1]), tf.zeros([16, 8, 1000, 1])  # 2^30 bytes of logits less 5%
-    assert ex.choose_tile(q, k, device="CPU") == 128
+    assert ex.choose_tile(q, k, device="CPU") == (128, 128)
     assert ex.choose_tile(q, k, device="GPU") is None
     big = tf.zeros([8, 8, 4000, 1])  # 4 GiB of logits
-    assert ex.choose_tile(big, big, device="GPU") == 512  # 2^26 / (32 * 8) = 2^18 pairs per block
+    assert ex.choose_tile(big, big, device="GPU") == (512, 512)  # 2^26 / (32 * 8) = 2^18 pairs per block
     with tf.device("/CPU:0"):
         assert ex.device_kind(tf.zeros([1])) == "CPU"
 

@@ -251,9 +251,9 @@ def test_batch_64_at_1024_by_1000_runs_tiled():
     from taylorformer.attention_executor import choose_tile
 
     q, k = tf.TensorSpec([64, 8, 1024, 16]), tf.TensorSpec([64, 8, 1000, 16])
-    assert isinstance(choose_tile(q, k), int)
+    assert choose_tile(q, k)[0] > 0
     assert choose_tile(tf.TensorSpec([1, 8, 1024, 16]), tf.TensorSpec([1, 8, 1000, 16])) is None
-    assert isinstance(choose_tile(tf.TensorSpec([None, 8, 1024, 16]), k), int)
+    assert choose_tile(tf.TensorSpec([None, 8, 1024, 16]), k)[0] > 0
 
 
 # ---------------------------------------------------------------- the command line

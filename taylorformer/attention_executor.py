@@ -133,10 +133,11 @@ def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device
     otherwise (also for sizes unknown at trace time) power-of-two tiles whose ``[B, tile,
     tile]`` blocks take about ``tile_bytes``, clipped to ``[MIN_TILE, MAX_TILE]`` (an unknown
     B counts as 8). On a CPU, for an XLA-compiled forward pass with no gradient
-    (``compiled_inference``; default: whether the current trace is one), key tiles are half
-    as long: measured 8-12% faster for TNP-D, 3-9% for TE-TNP and within noise for BSA-TNP
-    (docs/benchmarks.md); training keeps square tiles. An explicit ``tile_size`` (square)
-    wins, and an :func:`options` tile over both.
+    (``compiled_inference``; default: whether the current trace is one), tiles of at most
+    128 get key tiles half as long: measured faster for TNP-D (128 x 64 vs 128 x 128, batch
+    16) and TE-TNP (batch 1), the same for BSA-TNP at batch 8, while BSA-TNP's 256 x 128 at
+    batch 1 was slower than 256 x 256 (docs/benchmarks.md); training keeps square tiles. An
+    explicit ``tile_size`` (square) wins, and an :func:`options` tile over both.
     """
     forced = _override("tile")
     if forced != _AUTO:
@@ -155,7 +156,7 @@ def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device
     tile = int(min(MAX_TILE, max(MIN_TILE, tile)))
     if compiled_inference is None:
         compiled_inference = not could_record_gradients() and (in_xla_context() or _compile_tiles())
-    if device == "CPU" and compiled_inference:
+    if device == "CPU" and compiled_inference and tile <= 128:
         return (tile, max(MIN_TILE, tile // 2))
     return (tile, tile)
 

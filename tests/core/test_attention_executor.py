@@ -273,8 +273,9 @@ def test_tiling_rule_from_block_memory():
     assert ex.choose_tile(*qk(8, 4, 1536, 512), pair_floats=24) == (128, 128)  # BSA-TNP, batch 8
     assert ex.choose_tile(*qk(1, 8, 10, 10), tile_size=3) == (3, 3)  # explicit tile
     assert ex.choose_tile(*qk(1, 8, 10, 10), dense_pairs=99) == (512, 512)  # explicit dense limit
-    # inference compiled with XLA on a CPU: key tiles half as long (measured faster)
+    # inference compiled with XLA on a CPU: tiles up to 128 get key tiles half as long
     assert ex.choose_tile(*qk(16, 8, 2000, 1000), compiled_inference=True) == (128, 64)
+    assert ex.choose_tile(*qk(1, 4, 5000, 5000), pair_floats=24, compiled_inference=True) == (256, 256)
     assert ex.choose_tile(*qk(8, 8, 4000, 4000), compiled_inference=True, device="GPU") == (512, 512)
     seen = []
     tf.function(lambda: seen.append(ex.choose_tile(*qk(16, 8, 2000, 1000))) or tf.constant(0))()

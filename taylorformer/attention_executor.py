@@ -71,8 +71,8 @@ def options(tile=_AUTO, xla=_AUTO):
     ``xla``: whether the tiled path's forward loop is compiled with XLA. ``"auto"``: when it
     runs inside a ``tf.function`` that is not itself XLA-compiled and no gradient is being
     recorded (inference: a fixed shape is compiled once; TNP-D at batch 16, Nc = Nt = 1000
-    runs about 2x faster on a 2-core CPU, BSA-TNP at 5000 points 3.4x, docs/benchmarks.md); ``True``: also eagerly and in
-    training; ``False``: never. Settings apply when a function is traced, so a
+    runs about 2x faster on a 2-core CPU, BSA-TNP at 5000 points 3.4x, docs/benchmarks.md);
+    ``True``: also eagerly and in training; ``False``: never. Settings apply when a function is traced, so a
     ``tf.function`` traced earlier keeps the options it was traced with.
     """
     if tile != _AUTO:

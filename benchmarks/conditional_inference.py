@@ -64,17 +64,15 @@ def child(case, xla, reps):
 
 def export(source, dest):
     """Lay out ``source`` (a commit, or None for the working tree) as an importable package."""
-    tree = os.path.join(dest, "tree")
-    os.makedirs(tree)
-    if source is None:
-        for name in LAYOUT:
-            shutil.copytree(os.path.join(ROOT, name), os.path.join(tree, name))
-    else:
+    tree = ROOT
+    if source is not None:
+        tree = os.path.join(dest, "tree")
+        os.makedirs(tree)
         archive = subprocess.run(["git", "-C", ROOT, "archive", source, *LAYOUT], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
     pkg = os.path.join(dest, "pkg")
-    for name, target in LAYOUT.items():
+    for name, target in LAYOUT.items():  # taylorformer first: plugins and tasks go inside it
         shutil.copytree(os.path.join(tree, name), os.path.join(pkg, target), dirs_exist_ok=True)
     return pkg
 
@@ -126,8 +124,7 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for case in cases:
         for xla in modes:
-            b = [x for x in rows[(case, xla, "baseline")]]
-            c = [x for x in rows[(case, xla, "candidate")]]
+            b, c = rows[(case, xla, "baseline")], rows[(case, xla, "candidate")]
             bt, ct = median([x["forward_s"] for x in b]), median([x["forward_s"] for x in c])
             print(f"| {case} | {'yes' if xla else 'no'} | {bt:.3f} | {ct:.3f} | {bt / ct:.2f}x | "
                   f"{median([x['peak_rss_mib'] for x in b])} | {median([x['peak_rss_mib'] for x in c])} |")

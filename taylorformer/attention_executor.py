@@ -72,8 +72,8 @@ def options(tile=_AUTO, xla=_AUTO):
     runs inside a ``tf.function`` that is not itself XLA-compiled and no gradient is being
     recorded (inference: a fixed shape is compiled once; TNP-D at batch 16, Nc = Nt = 1000
     runs about 2x faster on a 2-core CPU, BSA-TNP at 5000 points 3.4x, docs/benchmarks.md);
-    ``True``: also eagerly and in training; ``False``: never. Settings apply when a function is traced, so a
-    ``tf.function`` traced earlier keeps the options it was traced with.
+    ``True``: also eagerly and in training; ``False``: never. Settings apply when a function
+    is traced, so a ``tf.function`` traced earlier keeps the options it was traced with.
     """
     if tile != _AUTO:
         tile = _check_tile("options", tile)
@@ -89,9 +89,9 @@ def options(tile=_AUTO, xla=_AUTO):
 
 def _check_tile(where, tile):
     """``None``, a positive int or a pair of them -> ``None`` or ``(tile_q, tile_k)``."""
-    pair = tile if isinstance(tile, (tuple, list)) and len(tile) == 2 else (tile, tile)
     if tile is None:
         return None
+    pair = tile if isinstance(tile, (tuple, list)) and len(tile) == 2 else (tile, tile)
     if not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in pair):
         raise ValueError(f"{where}: tile must be 'auto', None, a positive int or a pair "
                          f"(tile_q, tile_k) of them, got {tile!r}")
@@ -150,13 +150,13 @@ def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device
     floats = pair_floats or h or 8
     if None not in (b, nq, nk):
         pairs = b * nq * nk
-        if pairs <= (dense_pairs if dense_pairs is not None else budget["dense_bytes"] / (4 * floats)):
+        limit = dense_pairs if dense_pairs is not None else budget["dense_bytes"] / (4 * floats)
+        if pairs <= limit:
             return None
     tile = 2 ** round(math.log2(math.sqrt(budget["tile_bytes"] / (4 * floats * (b or 8)))))
     tile = int(min(MAX_TILE, max(MIN_TILE, tile)))
-    if compiled_inference is None:
-        compiled_inference = not could_record_gradients() and (in_xla_context() or _compile_tiles())
-    if device == "CPU" and compiled_inference and tile <= 128:
+    if device == "CPU" and tile <= 128 and (
+            _compiled_inference() if compiled_inference is None else compiled_inference):
         return (tile, max(MIN_TILE, tile // 2))
     return (tile, tile)
 
@@ -168,8 +168,8 @@ def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_f
     q: [B,H,Nq,dq], k: [B,H,Nk,dk], v: [B,H,Nk,dv]; q_pos / k_pos: ``[B, N, ...]`` tensors
     or nests of them (handed to ``score_fn`` tile by tile); masks as in the module
     docstring. ``tile``: ``"auto"`` (:func:`choose_tile` with ``pair_floats``), ``None``
-    (dense), an int (square tiles of that size) or a pair ``(tile_q, tile_k)``. ``position_grads=False``: positions
-    are data (their gradient is ``None``), which spares the tiled backward pass the
+    (dense), an int (square tiles of that size) or a pair ``(tile_q, tile_k)``.
+    ``position_grads=False``: positions are data (their gradient is ``None``), which spares the tiled backward pass the
     score's derivative w.r.t. them. Returns ``[B,H,Nq,dv]``, or ``(out, update
     [B,Nq,U])`` with ``update_fn``.
     """
@@ -472,6 +472,11 @@ def _compile_tiles():
     if xla != _AUTO:
         return xla
     return tf.inside_function() and not in_xla_context() and not could_record_gradients()
+
+
+def _compiled_inference():
+    """Whether the attention being traced is a forward pass under XLA with no gradient."""
+    return not could_record_gradients() and (in_xla_context() or _compile_tiles())
 
 
 def _update_width(update_fn, q, k, q_pos, k_pos):

@@ -8,7 +8,9 @@ from the working tree, or another commit with ``--candidate``), laid out as the
 installed package. Every (case, side, XLA) runs in a fresh subprocess, so its peak RSS
 (``ru_maxrss``) is its own; the sides alternate within each round, so both see the same
 machine load. Per run: the forward time (minimum over ``--reps`` calls after one
-warm-up call that traces and compiles), the RSS before the first call and the peak.
+warm-up call that traces and compiles), the RSS before the first call and its peak, and
+the peak anonymous memory (heap and tensors, without the shared libraries' code pages:
+see :class:`AnonymousMemory`).
 Cases (random inputs, default preset sizes, ``predict_distribution(batch).mean()`` in a
 ``tf.function``):
 
@@ -52,14 +54,53 @@ def child(case, xla, reps):
     batch = {k: tf.constant(rng.uniform(-2, 2, s), tf.float32) for k, s in shapes.items()}
     forward = tf.function(lambda b: model.predict_distribution(b).mean(), jit_compile=xla)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    forward(batch).numpy()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
+    with AnonymousMemory() as anon:
         forward(batch).numpy()
-        times.append(time.perf_counter() - start)
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            forward(batch).numpy()
+            times.append(time.perf_counter() - start)
     return {"forward_s": round(min(times), 3), "rss_before_mib": round(rss_before),
-            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "anon_before_mib": anon.before, "peak_anon_mib": anon.peak,
+            "file_rss_after_mib": status_mib("RssFile")}
+
+
+def status_mib(field):
+    """``field`` of /proc/self/status (e.g. RssAnon, RssFile) in MiB; None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return round(int(line.split()[1]) / 1024)
+    except OSError:
+        return None
+
+
+class AnonymousMemory:
+    """Peak anonymous RSS (``RssAnon``: the heap, tensors, the compiler's working memory)
+    while the block runs, sampled every millisecond by a thread. Peak RSS (``ru_maxrss``)
+    also counts the pages of shared libraries' code a call touches (``RssFile``): the
+    XLA compiler's code, loaded once per process, which the system can drop and reread."""
+
+    def __enter__(self):
+        import threading
+        self.before = self.peak = status_mib("RssAnon")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.001):
+            now = status_mib("RssAnon")
+            if now is not None:
+                self.peak = max(self.peak, now)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
 
 
 def export(source, dest):
@@ -120,14 +161,16 @@ def main():
     median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     print(f"\nbaseline {args.baseline}, candidate {args.candidate or 'working tree'}; medians of "
           f"{args.rounds} round(s)\n")
-    print("| case | XLA | baseline s | candidate s | speed-up | baseline peak MiB | candidate peak MiB |")
+    print("| case | XLA | baseline s | candidate s | speed-up | peak RSS MiB (baseline / candidate) "
+          "| peak anonymous MiB (baseline / candidate) |")
     print("|---|---|---|---|---|---|---|")
     for case in cases:
         for xla in modes:
             b, c = rows[(case, xla, "baseline")], rows[(case, xla, "candidate")]
             bt, ct = median([x["forward_s"] for x in b]), median([x["forward_s"] for x in c])
             print(f"| {case} | {'yes' if xla else 'no'} | {bt:.3f} | {ct:.3f} | {bt / ct:.2f}x | "
-                  f"{median([x['peak_rss_mib'] for x in b])} | {median([x['peak_rss_mib'] for x in c])} |")
+                  f"{median([x['peak_rss_mib'] for x in b])} / {median([x['peak_rss_mib'] for x in c])} | "
+                  f"{median([x['peak_anon_mib'] for x in b])} / {median([x['peak_anon_mib'] for x in c])} |")
 
 
 if __name__ == "__main__":

@@ -324,7 +324,8 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
         raise SpecError("--strategy multi-worker needs --out (out_dir): every worker must name "
                         "the same run directory, and a default name differs between machines")
     if out_dir is None:
-        label = os.path.basename(model if isinstance(model, str) else "model").split(".")[0]
+        label = model if isinstance(model, str) else model.get("preset", "model")
+        label = os.path.basename(label).split(".")[0]
         out_dir = RunDirectory.create_new(
             os.path.join("runs", f"{label}-{record['task']}-{time.strftime('%Y%m%d-%H%M%S')}")).path
     trainer = Trainer(model, task_obj, cfg, out_dir, task_name=record["task"],

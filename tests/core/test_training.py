@@ -86,6 +86,24 @@ def test_cli_train_evaluate_plot(tmp_path, capsys):
     assert cli.main(["evaluate", str(tmp_path / "nowhere")]) == 2
 
 
+def test_cli_train_without_model_is_the_main_job(tmp_path, capsys):
+    """No --model: TNP-D with MAIN_JOB_MODEL's layers for MAIN_JOB_STEPS steps (a time
+    budget stops it early here); --model alone keeps the library's 2000 steps."""
+    run = tmp_path / "main"
+    assert cli.main(["train", "--out", str(run), "--no-eval", "--no-xla", "--no-tensorboard",
+                     "--time-budget", "0.5", "--val-every", "2", "--val-batches", "1"]) == 0
+    spec = json.loads((run / "spec.json").read_text())
+    config = json.loads((run / "config.json").read_text())
+    assert spec["encoder"]["layers"] == cli.MAIN_JOB_MODEL["encoder"]["layers"] == 2
+    assert spec["encoder"]["width"] == 128 and spec["kind"] == "conditional"  # TNP-D otherwise
+    assert config["task"] == "gp" and config["train"]["steps"] == cli.MAIN_JOB_STEPS == 6500
+    other = tmp_path / "cnp"
+    assert cli.main(["train", "--model", "cnp", "--out", str(other), "--no-eval", "--no-xla",
+                     "--no-tensorboard", "--time-budget", "0.5", "--val-every", "2",
+                     "--val-batches", "1"]) == 0
+    assert json.loads((other / "config.json").read_text())["train"]["steps"] == 2000
+
+
 MIRRORED = textwrap.dedent('''
     import json, sys
     import numpy as np

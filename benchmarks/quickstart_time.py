@@ -7,8 +7,9 @@ Each side is a ``git clone`` of this repository at its commit. A run deletes the
 ``.venv`` and ``runs/``, then times ``bash scripts/quickstart.sh`` (what the README's
 first command does: create the virtualenv, ``pip install -e .``, ``taylorformer
 train``, the test evaluation and the plot). Sides alternate within each round, so both
-see the same machine load. Prints one JSON line per run (wall seconds and the final
-log-likelihood line), then the median time per side and the candidate/baseline ratio.
+see the same machine load. Prints one JSON line per run (wall seconds, when each phase
+ended: install and start-up, training, evaluation, plot; the final log-likelihood line),
+then the median time per side and the candidate/baseline ratio.
 
 Times on a shared machine move from day to day; the ratio is what carries over. The
 main job's time target is stated on the day the issue measured the baseline: its wall
@@ -34,17 +35,32 @@ def clone(commit, dest):
     return dest
 
 
+#: lines of the main job's output that end a phase: install and start-up, training
+#: (XLA compilation included), the test evaluation, the plot
+PHASES = (("train_start", r"^Epoch 1/"), ("trained", r"^run directory: "),
+          ("evaluated", r"^log-likelihood "), ("plotted", r"^plot: "))
+
+
 def quickstart(tree):
-    """Wall seconds of a fresh quick start in ``tree`` and its final log-likelihood line."""
+    """Wall seconds of a fresh quick start in ``tree``, the seconds at which each of
+    :data:`PHASES` ended, and the final log-likelihood line."""
     for name in (".venv", "runs"):
         shutil.rmtree(os.path.join(tree, name), ignore_errors=True)
     start = time.perf_counter()
-    out = subprocess.run(["bash", "scripts/quickstart.sh"], cwd=tree, capture_output=True, text=True)
+    proc = subprocess.Popen(["bash", "scripts/quickstart.sh"], cwd=tree, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    marks, result, tail = {}, None, []
+    for line in proc.stdout:
+        tail = (tail + [line])[-40:]
+        for name, pattern in PHASES:
+            if name not in marks and re.match(pattern, line):
+                marks[name] = round(time.perf_counter() - start, 1)
+        if line.startswith("log-likelihood "):
+            result = line.strip()
     seconds = time.perf_counter() - start
-    if out.returncode:
-        raise SystemExit(f"quick start in {tree} failed:\n{out.stderr[-3000:]}")
-    found = re.findall(r"^log-likelihood .*$", out.stdout, re.M)
-    return seconds, found[-1] if found else None
+    if proc.wait():
+        raise SystemExit(f"quick start in {tree} failed:\n{''.join(tail)}")
+    return seconds, marks, result
 
 
 def main():
@@ -58,10 +74,11 @@ def main():
         sides = {side: clone(getattr(args, side), os.path.join(tmp, side)) for side in times}
         for r in range(args.rounds):
             for side, tree in sides.items():
-                seconds, result = quickstart(tree)
+                seconds, marks, result = quickstart(tree)
                 times[side].append(seconds)
                 print(json.dumps({"round": r, "side": side, "commit": getattr(args, side),
-                                  "wall_s": round(seconds, 1), "result": result}), flush=True)
+                                  "wall_s": round(seconds, 1), "phase_ends_s": marks,
+                                  "result": result}), flush=True)
     base, cand = (statistics.median(times[s]) for s in ("baseline", "candidate"))
     print(f"\nmedian of {args.rounds} round(s): baseline {args.baseline} {base:.1f} s, "
           f"candidate {args.candidate} {cand:.1f} s, ratio {cand / base:.2f}")

@@ -358,4 +358,11 @@ class Task:
         indices = (tf.data.Dataset.counter(int(start)) if num_batches is None
                    else tf.data.Dataset.range(int(start), int(start) + int(num_batches)))
         ds = indices.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return ds.prefetch(tf.data.AUTOTUNE)
+        # No autotuning thread: freeing an iterator waits for that thread, which sleeps up to
+        # its optimisation period (growing to a minute) before it sees the cancellation; a
+        # long training stream freed after ``fit`` blocked the main job for ~50 s (gdb:
+        # ``RootDataset::Iterator`` destructor waiting, ``Model::OptimizeLoop`` in a timed
+        # wait). Without it, AUTOTUNE parallelism is tf.data's default (the CPU cores).
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return ds.prefetch(tf.data.AUTOTUNE).with_options(options)

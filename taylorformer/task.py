@@ -362,7 +362,8 @@ class Task:
         # its optimisation period (growing to a minute) before it sees the cancellation; a
         # long training stream freed after ``fit`` blocked the main job for ~50 s (gdb:
         # ``RootDataset::Iterator`` destructor waiting, ``Model::OptimizeLoop`` in a timed
-        # wait). Without it, AUTOTUNE parallelism is tf.data's default (the CPU cores).
+        # wait). Without it, the AUTOTUNE values stay at tf.data's defaults, untuned (the
+        # main job's step rate was unchanged: docs/benchmarks.md).
         options = tf.data.Options()
         options.autotune.enabled = False
         return ds.prefetch(tf.data.AUTOTUNE).with_options(options)

@@ -17,6 +17,7 @@ time that day times this ratio is the candidate's time on that machine
 (docs/benchmarks.md).
 """
 import argparse
+import collections
 import json
 import os
 import re
@@ -49,9 +50,9 @@ def quickstart(tree):
     start = time.perf_counter()
     proc = subprocess.Popen(["bash", "scripts/quickstart.sh"], cwd=tree, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    marks, result, tail = {}, None, []
+    marks, result, tail = {}, None, collections.deque(maxlen=40)
     for line in proc.stdout:
-        tail = (tail + [line])[-40:]
+        tail.append(line)
         for name, pattern in PHASES:
             if name not in marks and re.match(pattern, line):
                 marks[name] = round(time.perf_counter() - start, 1)

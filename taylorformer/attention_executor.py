@@ -476,7 +476,7 @@ def _compile_tiles():
 
 def _compiled_inference():
     """Whether the attention being traced is a forward pass under XLA with no gradient."""
-    return not could_record_gradients() and (in_xla_context() or _compile_tiles())
+    return not could_record_gradients() and (in_xla_context() or tf.inside_function())
 
 
 def _update_width(update_fn, q, k, q_pos, k_pos):

@@ -17,6 +17,7 @@ import os
 import time
 
 TNP_D = {"preset": "tnp-d"}
+L3, L2 = ({**TNP_D, "encoder": {"layers": n}} for n in (3, 2))
 #: name -> (model spec, train config options)
 RECIPES = {
     "l5-2000": (TNP_D, {}),  # the main job before issue 13's third session
@@ -26,12 +27,11 @@ RECIPES = {
     "l5-b32-1800": (TNP_D, {"batch_size": 32, "learning_rate": 2e-3, "steps": 1800}),
     "l5-3500": (TNP_D, {"steps": 3500}),
     "l5-4000": (TNP_D, {"steps": 4000}),
-    "l3-b32-2000": ({**TNP_D, "encoder": {"layers": 3}}, {"batch_size": 32, "learning_rate": 2e-3}),
-    "l3-b32-2400": ({**TNP_D, "encoder": {"layers": 3}}, {"batch_size": 32, "learning_rate": 2e-3,
-                                                          "steps": 2400}),
-    "l3-4000": ({**TNP_D, "encoder": {"layers": 3}}, {"steps": 4000}),
-    "l3-5000": ({**TNP_D, "encoder": {"layers": 3}}, {"steps": 5000}),
-    "l2-6500": ({**TNP_D, "encoder": {"layers": 2}}, {"steps": 6500}),  # the main job now
+    "l3-b32-2000": (L3, {"batch_size": 32, "learning_rate": 2e-3}),
+    "l3-b32-2400": (L3, {"batch_size": 32, "learning_rate": 2e-3, "steps": 2400}),
+    "l3-4000": (L3, {"steps": 4000}),
+    "l3-5000": (L3, {"steps": 5000}),
+    "l2-6500": (L2, {"steps": 6500}),  # the main job now
 }
 
 

@@ -86,7 +86,7 @@ def test_cli_train_evaluate_plot(tmp_path, capsys):
     assert cli.main(["evaluate", str(tmp_path / "nowhere")]) == 2
 
 
-def test_cli_train_without_model_is_the_main_job(tmp_path, capsys):
+def test_cli_train_without_model_is_the_main_job(tmp_path):
     """No --model: TNP-D with MAIN_JOB_MODEL's layers for MAIN_JOB_STEPS steps (a time
     budget stops it early here); --model alone keeps the library's 2000 steps."""
     run = tmp_path / "main"

@@ -74,9 +74,11 @@ class Attention(keras.layers.Layer):
         self.out_proj = keras.layers.Dense(output_dim, name="out")
 
     # ------------------------------------------------------------------ the contract
-    def score(self, q, k, q_pos, k_pos, q_valid, k_valid):
-        """Logits ``[B, H, tq, tk]`` of query tile ``q [B, H, tq, d]`` vs key tile ``k``."""
-        return attention_executor.mha_score(q, k)
+    #: ``score(q, k, q_pos, k_pos, q_valid, k_valid)``: logits ``[B, H, tq, tk]`` of query
+    #: tile ``q [B, H, tq, d]`` vs key tile ``k``. Here a plain function of the tiles (it
+    #: reads no weights), so every layer's tiled forward pass can share one compiled loop
+    #: (:mod:`taylorformer.attention_executor`); a subclass overrides it with a method.
+    score = staticmethod(attention_executor.mha_score)
 
     def position_features(self, positions):
         """What ``score`` receives as positions (here: the positions unchanged)."""

@@ -34,6 +34,9 @@ real query; a hint for the score, the output of a padded query is unspecified);
 dtype, the update float32.
 """
 import contextlib
+import dataclasses
+import functools
+import inspect
 import math
 import threading
 
@@ -255,125 +258,53 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     With ``update_fn`` the forward pass runs a second sweep per query tile (the weights
     need the row's logsumexp) and the backward pass one more (the rows' softmax
     correction ``sum_m a * da``) before the usual one.
-    Works eagerly, in ``tf.function`` and under XLA (``jit_compile=True``).
+    Works eagerly, in ``tf.function`` and under XLA (``jit_compile=True``). The forward
+    loop compiled on its own (:func:`options`) is one XLA function of the inputs, shared by
+    every call with the same weight-free score and shapes (e.g. every layer of a TNP-D).
     """
-    nq, nk = dims(q)[2], dims(k)[2]
-    tq, tk = tile_len(tile_q, nq), tile_len(tile_k, nk)
-    nqt, nkt = num_tiles(nq, tq), num_tiles(nk, tk)
-    kv_t = tile_axis(key_validity(key_mask, k), 1, tk, nkt)  # [nkt,B,tk], padding is False
-    key_add_t = tf.where(kv_t, 0.0, _NEG)  # additive key mask per key tile
-    qv_t = None if query_mask is None else tile_axis(_as_bool(query_mask), 1, tq, nqt)
     qp_flat = [] if q_pos is None else tf.nest.flatten(q_pos)
     kp_flat = [] if k_pos is None else tf.nest.flatten(k_pos)
-    # differentiable inputs: [q, *q positions], [k, *k positions], v; positions without
-    # gradients are constants, tiled once here
-    q_side = [q] + (qp_flat if position_grads else [])
-    k_side = [k] + (kp_flat if position_grads else [])
-    qp_const = None if position_grads else [tile_axis(p, 1, tq, nqt) for p in qp_flat]
-    kp_const = None if position_grads else [tile_axis(p, 1, tk, nkt) for p in kp_flat]
-    has_update = update_fn is not None
+    plan = _Plan(score_fn, pair_mask_fn, update_fn, tile_len(tile_q, dims(q)[2]),
+                 tile_len(tile_k, dims(k)[2]), position_grads, key_mask is not None,
+                 query_mask is not None, q_pos, k_pos,
+                 None if update_fn is None else _update_width(update_fn, q, k, q_pos, k_pos))
+    # differentiable inputs: [q, *q positions], [k, *k positions], v
+    n_qp, n_kp = (len(qp_flat), len(kp_flat)) if position_grads else (0, 0)
     compile_forward = _compile_tiles()
 
-    def pack(structure, flat):
-        return None if structure is None else tf.nest.pack_sequence_as(structure, flat)
+    def split(xs):  # run's inputs -> (q, k, v, q positions, k positions)
+        qp = list(xs[1:1 + n_qp]) if position_grads else qp_flat
+        kp = list(xs[2 + n_qp:2 + n_qp + n_kp]) if position_grads else kp_flat
+        return xs[0], xs[1 + n_qp], xs[-1], qp, kp
 
     @tf.custom_gradient
     def run(*xs):
-        qs_t = [tile_axis(x, 2 if a == 0 else 1, tq, nqt) for a, x in enumerate(xs[:len(q_side)])]
-        ks_t = [tile_axis(x, 2 if a == 0 else 1, tk, nkt) for a, x in enumerate(xs[len(q_side):-1])]
-        v_t = tile_axis(tf.cast(xs[-1], tf.float32), 2, tk, nkt)
-        rows = dims(q)[:2] + [tq]  # [B,H,tq]
-
-        def tiles(i, j):  # differentiable inputs of block (i, j): [q_i, *pos_i], [k_j, *pos_j]
-            return [x[i] for x in qs_t], [x[j] for x in ks_t]
-
-        def positions(qi, kj, i, j):  # the block's positions as handed to score/update
-            qp = qi[1:] if qp_const is None else [x[i] for x in qp_const]
-            kp = kj[1:] if kp_const is None else [x[j] for x in kp_const]
-            return pack(q_pos, qp), pack(k_pos, kp)
-
-        def score(qi, kj, i, j):
-            qp, kp = positions(qi, kj, i, j)
-            return score_fn(qi[0], kj[0], qp, kp, None if qv_t is None else qv_t[i],
-                            None if key_mask is None else kv_t[j])
-
-        def allowed(i, j):  # [B,1,1|tq,tk] bool
-            return pair_validity(kv_t[j], pair_mask_fn, i * tq + tf.range(tq), j * tk + tf.range(tk))
-
-        def masked(s_raw, i, j):  # f32 logits; masked entries pushed to about _NEG
-            # additive (0 / _NEG per key and per structural pair), cheaper than a select
-            # on every [B,H,tq,tk] block; exp(masked - max) is exactly 0 once a row has
-            # seen an allowed key, and rows that never do are zeroed at the end
-            add = key_add_t[j][:, None, None, :]
-            if pair_mask_fn is not None:
-                ok = pair_mask_fn(i * tq + tf.range(tq), j * tk + tf.range(tk))
-                add = add + tf.where(ok, 0.0, _NEG)[None, None]
-            return tf.cast(s_raw, tf.float32) + add
-
-        def block_update(p, qi, kj, i, j):
-            """update_fn on block (i, j), zero outside the allowed pairs: [B,tq,tk,U]; and
-            the allowed pairs as float [B,tq,tk]."""
-            vm = tf.cast(tf.broadcast_to(allowed(i, j)[:, 0], tf.stack(rows[:1] + [tq, tk])), tf.float32)
-            qp, kp = positions(qi, kj, i, j)
-            return tf.cast(update_fn(p, qp, kp), tf.float32) * vm[..., None], vm
-
-        def forward_row(i):  # online softmax of query tile i over all key tiles
-            def step(j, m, l, acc):
-                s = masked(score(*tiles(i, j), i, j), i, j)
-                m_new = tf.maximum(m, tf.reduce_max(s, -1))
-                p = tf.exp(s - m_new[..., None])
-                alpha = tf.exp(m - m_new)
-                return (m_new, l * alpha + tf.reduce_sum(p, -1),
-                        acc * alpha[..., None] + tf.matmul(p, v_t[j]))
-
-            m, l, acc = loop(nkt, step, (tf.fill(rows, _NEG), tf.zeros(rows),
-                                         tf.zeros(rows + [dims(v)[3]])))
-            seen = m > 0.5 * _NEG  # the row has an allowed key (then l >= 1); else it is 0
-            lse = tf.where(seen, m + tf.math.log(tf.where(seen, l, 1.0)), 0.0)
-            return tf.where(seen[..., None], tf.math.divide_no_nan(acc, l[..., None]), 0.0), lse
-
-        def update_row(i, lse):  # sum over allowed keys of update_fn, and their count
-            def step(j, acc, cnt):
-                qi, kj = tiles(i, j)
-                p = tf.exp(masked(score(qi, kj, i, j), i, j) - lse[..., None])  # 0 where masked
-                g, vm = block_update(p, qi, kj, i, j)
-                return acc + tf.reduce_sum(g, 2), cnt + tf.reduce_sum(vm, -1)
-
-            acc, cnt = loop(nkt, step, (tf.zeros(rows[:1] + [tq, update_dim]), tf.zeros(rows[:1] + [tq])))
-            return acc / tf.maximum(cnt, 1.0)[..., None], cnt
-
-        def forward():
-            def step(i, *tas):
-                o, lse = forward_row(i)
-                new = [o, lse] + (list(update_row(i, lse)) if has_update else [])
-                return [ta.write(i, x) for ta, x in zip(tas, new)]
-
-            row_shape = q.shape[:2] + [tq]
-            shapes = [row_shape + v.shape[3:], row_shape]
-            if has_update:
-                shapes += [q.shape[:1] + [tq, update_dim], q.shape[:1] + [tq]]
-            tas = loop(nqt, step, [tensor_array(nqt, s) for s in shapes])
-            return [ta.stack() for ta in tas]
-
+        q, k, v, qp, kp = split(xs)
         with stop_recording():
-            # out [nqt,B,H,tq,dv], lse [nqt,B,H,tq] (+ update [nqt,B,tq,U], count [nqt,B,tq])
-            results = tf.function(forward, jit_compile=True)() if compile_forward else forward()
-        out_t, lse_t = results[:2]
+            # out [B,H,Nq,dv] f32, lse [B,H,Nq] (+ update [B,Nq,U], count [B,Nq])
+            forward = _compiled_forward(plan) if compile_forward else functools.partial(_forward, plan)
+            results = forward(q, k, v, qp, kp, key_mask, query_mask)
+        out, lse = results[:2]
 
         def grad(dout, dupdate=None, variables=None):
+            t = _Blocks(plan, q, k, v, qp, kp, key_mask, query_mask)
+            # padded query rows get lse = -_NEG: p = exp(s - lse) is 0 there
+            lse_t = tile_axis(lse, 2, t.tq, t.nqt, pad_value=-_NEG)
             variables = list(variables or [])
+            qs_t, ks_t, v_t, tq, nqt, nkt = t.qs_t, t.ks_t, t.v_t, t.tq, t.nqt, t.nkt
             n_q, n_src = len(qs_t), len(qs_t) + len(ks_t)
             if dout is None:  # only the update is used downstream
                 dout = tf.zeros(dims(q)[:3] + [dims(v)[3]])
             do_t = tile_axis(tf.cast(dout, tf.float32), 2, tq, nqt)
+            out_t = tile_axis(out, 2, tq, nqt)
             delta = tf.reduce_sum(do_t * out_t, -1)  # rowsum(dO * O): [nqt,B,H,tq]
             zeros_var = [tf.zeros(w.shape) for w in variables]
             dq_init = [tf.zeros(dims(x)) for x in qs_t]
             dk_direct = [None] * len(ks_t)  # update_fn's own gradients w.r.t. key positions
-            if has_update:
+            if plan.update_fn is not None:
                 if dupdate is None:
                     dupdate = tf.zeros_like(results[2])
-                cnt_t = results[3]
+                cnt_t = tile_axis(results[3], 1, tq, nqt)
                 # d update / d (per-pair value) is dupdate / count, the same for every key
                 w_t = tile_axis(tf.cast(dupdate, tf.float32), 1, tq, nqt) / tf.maximum(cnt_t, 1.0)[..., None]
 
@@ -381,7 +312,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                     """Gradients of sum(w_i * block_update) w.r.t. p and ``wrt``."""
                     with tf.GradientTape() as tape:
                         tape.watch([p] + wrt)
-                        g, _ = block_update(p, qi, kj, i, j)
+                        g, _ = t.block_update(p, qi, kj, i, j)
                     return tape.gradient(g, [p] + wrt, output_gradients=tf.broadcast_to(
                         w_t[i][:, :, None, :], tf.shape(g)),
                         unconnected_gradients=tf.UnconnectedGradients.ZERO)
@@ -390,8 +321,8 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                 # update_fn's direct gradients (positions, its variables)
                 def correction_row(i, r_ta, dq_ta, dk_pos, dvar):
                     def step(j, r, dq_pos, dk_pos, dvar):
-                        qi, kj = tiles(i, j)
-                        p = tf.exp(masked(score(qi, kj, i, j), i, j) - lse_t[i][..., None])
+                        qi, kj = t.tiles(i, j)
+                        p = tf.exp(t.masked(t.score(qi, kj, i, j), i, j) - lse_t[i][..., None])
                         g = update_vjp(p, qi, kj, i, j, qi[1:] + kj[1:] + variables)
                         gq, gk, gvar = g[1:n_q], g[n_q:n_src - 1], g[n_src - 1:]
                         return (r + tf.reduce_sum(p * g[0], -1), [a + b for a, b in zip(dq_pos, gq)],
@@ -399,7 +330,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                                 [a + b for a, b in zip(dvar, gvar)])
 
                     r, dq_pos, dk_pos, dvar = loop(nkt, step, (
-                        tf.zeros(rows), [tf.zeros(dims(x)[1:]) for x in qs_t[1:]], dk_pos, dvar))
+                        tf.zeros(t.rows), [tf.zeros(dims(x)[1:]) for x in qs_t[1:]], dk_pos, dvar))
                     return r_ta.write(i, r), [ta.write(i, x) for ta, x in zip(dq_ta, dq_pos)], dk_pos, dvar
 
                 r_ta, dq_tas, dk_pos, zeros_var = loop(nqt, correction_row, (
@@ -415,14 +346,14 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                 # tile: XLA:CPU runs P^T dO (transposing the large [tq,tk] operand) at
                 # about half the speed (benchmarks/block_matmul_rates.py)
                 def query_tile(i, dk, dv_t, dvar, dq_tas):
-                    qi, kj = tiles(i, j)
+                    qi, kj = t.tiles(i, j)
                     sources = qi + kj  # not the constant positions
                     with tf.GradientTape() as tape:
                         tape.watch(sources)
-                        s_raw = score(qi, kj, i, j)
-                    p = tf.exp(masked(s_raw, i, j) - lse_t[i][..., None])  # 0 where masked
+                        s_raw = t.score(qi, kj, i, j)
+                    p = tf.exp(t.masked(s_raw, i, j) - lse_t[i][..., None])  # 0 where masked
                     ds = p * (tf.matmul(do_t[i], v_t[j], transpose_b=True) - delta[i][..., None])
-                    if has_update:
+                    if plan.update_fn is not None:
                         ds += p * (update_vjp(p, qi, kj, i, j, [])[0] - r_t[i][..., None])
                     g = tape.gradient(s_raw, sources + variables,
                                       output_gradients=tf.cast(ds, s_raw.dtype),
@@ -445,6 +376,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
             dq_acc, dk_tas, dv_ta, dvar = loop(nkt, key_tile, (
                 dq_init, [tensor_array(nkt, x.shape[1:]) for x in ks_t],
                 tensor_array(nkt, v_t.shape[1:]), zeros_var))
+            nq, nk = dims(q)[2], dims(k)[2]
             d_in = ([untile_axis(d, 2 if a == 0 else 1, nq) for a, d in enumerate(dq_acc)]
                     + [untile_axis(ta.stack() if extra is None else ta.stack() + extra,
                                    2 if a == 0 else 1, nk)
@@ -455,15 +387,243 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                 return d_in
             return d_in, [tf.cast(d, w.dtype) for d, w in zip(dvar, variables)]
 
-        out = tf.cast(untile_axis(out_t, 2, nq), v.dtype)
-        if not has_update:
-            return out, grad
-        return (out, untile_axis(results[2], 1, nq)), grad
+        if plan.update_fn is None:
+            return tf.cast(out, v.dtype), grad
+        return (tf.cast(out, v.dtype), results[2]), grad
 
-    update_dim = None
-    if has_update:  # the width U of update_fn's output, from a trace on a 1x1 block
-        update_dim = _update_width(update_fn, q, k, q_pos, k_pos)
+    q_side = [q] + (qp_flat if position_grads else [])
+    k_side = [k] + (kp_flat if position_grads else [])
     return run(*q_side, *k_side, v)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What a tiled attention computes, apart from its input tensors: the functions, the
+    tile sizes, which masks are given, the position structures (``q_pos``/``k_pos`` as
+    passed: only their nest structure is used) and the width of the update."""
+
+    score_fn: object
+    pair_mask_fn: object
+    update_fn: object
+    tq: int
+    tk: int
+    position_grads: bool
+    has_key_mask: bool
+    has_query_mask: bool
+    q_pos: object = dataclasses.field(compare=False)
+    k_pos: object = dataclasses.field(compare=False)
+    update_dim: object = None
+    position_kinds: tuple = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        kind = lambda p: None if p is None else "tensor" if tf.is_tensor(p) else "nest"  # noqa: E731
+        object.__setattr__(self, "position_kinds", (kind(self.q_pos), kind(self.k_pos)))
+
+    def shareable(self):
+        """Whether one compiled forward may serve every call with this plan: a plain
+        function as the score (no layer, so no weights, and no closure, so nothing
+        captured), positions that are single tensors or none, no structural mask and no
+        update."""
+        plain = lambda f: inspect.isfunction(f) and f.__closure__ is None  # noqa: E731
+        return (plain(self.score_fn) and self.pair_mask_fn is None and self.update_fn is None
+                and "nest" not in self.position_kinds)
+
+
+class _Blocks:
+    """One tiled attention problem: the per-block steps of the forward pass and of its
+    recomputation in the backward pass, over tiles of the inputs.
+
+    ``sliced=False`` (the backward pass): the inputs are cut into tiles once
+    (``qs_t``, ``ks_t``, ``v_t``: ``[n_tiles, ...]``, padded to whole tiles), which the
+    backward pass's accumulators follow. ``sliced=True`` (the forward pass): no copy of
+    the inputs; tile i is the slice of rows ``[start(i), start(i) + tile)`` with
+    ``start(i) = min(i * tile, N - tile)``, so the last tile overlaps the one before it
+    (its keys already seen are masked; its queries are computed twice and kept once, see
+    :func:`untile_rows`). Inputs shorter than a tile are padded to one tile.
+    """
+
+    def __init__(self, plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask, sliced=False):
+        self.plan, self.sliced = plan, sliced
+        nq, nk = dims(q)[2], dims(k)[2]
+        tq, tk = self.tq, self.tk = plan.tq, plan.tk
+        self.nqt, self.nkt = num_tiles(nq, tq), num_tiles(nk, tk)
+        self.rows = dims(q)[:2] + [tq]  # [B,H,tq]
+        self.v_dim = dims(v)[3]
+        kv = key_validity(key_mask, k)  # [B,Nk], padding is False
+        qv = _as_bool(query_mask)
+        n_qs = 1 + (len(q_pos_flat) if plan.position_grads else 0)
+        n_ks = 1 + (len(k_pos_flat) if plan.position_grads else 0)
+        if sliced:
+            # every input at least one tile long on its row axis (2 for q, k and v; 1 for
+            # positions and masks); differentiable [q, *positions] first, as below
+            qs = [at_least(x, 2 if a == 0 else 1, tq) for a, x in enumerate([q] + q_pos_flat)]
+            ks = [at_least(x, 2 if a == 0 else 1, tk) for a, x in enumerate([k] + k_pos_flat)]
+            self.kv_src, self.v_src = at_least(kv, 1, tk), at_least(tf.cast(v, tf.float32), 2, tk)
+            self.qv_src = None if qv is None else at_least(qv, 1, tq)
+            self.q_len, self.k_len = dims(qs[0])[2], dims(ks[0])[2]
+            self.qs_src, self.qp_const_src = qs[:n_qs], qs[n_qs:]
+            self.ks_src, self.kp_const_src = ks[:n_ks], ks[n_ks:]
+            return
+        self.kv_t = tile_axis(kv, 1, tk, self.nkt)  # [nkt,B,tk]
+        self.qv_t = None if qv is None else tile_axis(qv, 1, tq, self.nqt)
+        qs_t = [tile_axis(x, 2 if a == 0 else 1, tq, self.nqt) for a, x in enumerate([q] + q_pos_flat)]
+        ks_t = [tile_axis(x, 2 if a == 0 else 1, tk, self.nkt) for a, x in enumerate([k] + k_pos_flat)]
+        # differentiable tiles [q, *q positions], [k, *k positions]; positions without
+        # gradients are constants
+        self.qs_t, self.qp_const_t = qs_t[:n_qs], qs_t[n_qs:]
+        self.ks_t, self.kp_const_t = ks_t[:n_ks], ks_t[n_ks:]
+        self.v_t = tile_axis(tf.cast(v, tf.float32), 2, tk, self.nkt)
+
+    # ------------------------------------------------------------------ tile access
+    def q_start(self, i):
+        return tf.minimum(i * self.tq, self.q_len - self.tq) if self.sliced else i * self.tq
+
+    def k_start(self, j):
+        return tf.minimum(j * self.tk, self.k_len - self.tk) if self.sliced else j * self.tk
+
+    def q_index(self, i):
+        """Global indices of query tile i's rows: [tq]."""
+        return self.q_start(i) + tf.range(self.tq)
+
+    def k_index(self, j):
+        return self.k_start(j) + tf.range(self.tk)
+
+    @staticmethod
+    def _rows(x, axis, start, length):
+        """Rows ``[start, start + length)`` of ``axis``: a slice of static length (XLA:
+        a dynamic-slice)."""
+        rank = len(x.shape)
+        begin = tf.one_hot(axis, rank, on_value=tf.cast(start, tf.int32), off_value=0, dtype=tf.int32)
+        size = dims(x)
+        size[axis] = length
+        return tf.slice(x, begin, tf.stack(size) if any(tf.is_tensor(d) for d in size) else size)
+
+    def tiles(self, i, j):
+        """Differentiable inputs of block (i, j): [q_i, *pos_i], [k_j, *pos_j]."""
+        if not self.sliced:
+            return [x[i] for x in self.qs_t], [x[j] for x in self.ks_t]
+        sq, sk = self.q_start(i), self.k_start(j)
+        q, *qp = self.qs_src
+        k, *kp = self.ks_src
+        return ([self._rows(q, 2, sq, self.tq)] + [self._rows(x, 1, sq, self.tq) for x in qp],
+                [self._rows(k, 2, sk, self.tk)] + [self._rows(x, 1, sk, self.tk) for x in kp])
+
+    def values(self, j):
+        """v of key tile j: [B,H,tk,dv] float32."""
+        return self._rows(self.v_src, 2, self.k_start(j), self.tk) if self.sliced else self.v_t[j]
+
+    def key_valid(self, j):
+        """[B,tk] bool: real keys of tile j not already seen in an earlier tile."""
+        if not self.sliced:
+            return self.kv_t[j]
+        fresh = self.k_index(j) >= j * self.tk  # the overlap of the last tile was seen
+        return tf.logical_and(self._rows(self.kv_src, 1, self.k_start(j), self.tk), fresh[None])
+
+    def query_valid(self, i):
+        if self.sliced:
+            return None if self.qv_src is None else self._rows(self.qv_src, 1, self.q_start(i), self.tq)
+        return None if self.qv_t is None else self.qv_t[i]
+
+    def positions(self, qi, kj, i, j):
+        """The block's positions as handed to score/update."""
+        if self.sliced:
+            qc = [self._rows(x, 1, self.q_start(i), self.tq) for x in self.qp_const_src]
+            kc = [self._rows(x, 1, self.k_start(j), self.tk) for x in self.kp_const_src]
+        else:
+            qc, kc = [x[i] for x in self.qp_const_t], [x[j] for x in self.kp_const_t]
+        pack = lambda structure, flat: None if structure is None else tf.nest.pack_sequence_as(structure, flat)  # noqa: E731
+        return pack(self.plan.q_pos, qi[1:] + qc), pack(self.plan.k_pos, kj[1:] + kc)
+
+    # ------------------------------------------------------------------ block steps
+    def score(self, qi, kj, i, j):
+        qp, kp = self.positions(qi, kj, i, j)
+        return self.plan.score_fn(qi[0], kj[0], qp, kp, self.query_valid(i),
+                                  self.key_valid(j) if self.plan.has_key_mask else None)
+
+    def allowed(self, i, j):
+        """[B,1,1|tq,tk] bool."""
+        return pair_validity(self.key_valid(j), self.plan.pair_mask_fn, self.q_index(i), self.k_index(j))
+
+    def masked(self, s_raw, i, j):
+        """f32 logits; masked entries pushed to about _NEG."""
+        # additive (0 / _NEG per key and per structural pair), cheaper than a select on
+        # every [B,H,tq,tk] block; exp(masked - max) is exactly 0 once a row has seen an
+        # allowed key, and rows that never do are zeroed at the end
+        add = tf.where(self.key_valid(j), 0.0, _NEG)[:, None, None, :]
+        if self.plan.pair_mask_fn is not None:
+            ok = self.plan.pair_mask_fn(self.q_index(i), self.k_index(j))
+            add = add + tf.where(ok, 0.0, _NEG)[None, None]
+        return tf.cast(s_raw, tf.float32) + add
+
+    def block_update(self, p, qi, kj, i, j):
+        """update_fn on block (i, j), zero outside the allowed pairs: [B,tq,tk,U]; and the
+        allowed pairs as float [B,tq,tk]."""
+        vm = tf.cast(tf.broadcast_to(self.allowed(i, j)[:, 0], tf.stack(self.rows[:1] + [self.tq, self.tk])),
+                     tf.float32)
+        qp, kp = self.positions(qi, kj, i, j)
+        return tf.cast(self.plan.update_fn(p, qp, kp), tf.float32) * vm[..., None], vm
+
+    def forward_row(self, i):
+        """Online softmax of query tile i over all key tiles: out [B,H,tq,dv], lse [B,H,tq]."""
+        def step(j, m, l, acc):
+            s = self.masked(self.score(*self.tiles(i, j), i, j), i, j)
+            m_new = tf.maximum(m, tf.reduce_max(s, -1))
+            p = tf.exp(s - m_new[..., None])
+            alpha = tf.exp(m - m_new)
+            return (m_new, l * alpha + tf.reduce_sum(p, -1),
+                    acc * alpha[..., None] + tf.matmul(p, self.values(j)))
+
+        m, l, acc = loop(self.nkt, step, (tf.fill(self.rows, _NEG), tf.zeros(self.rows),
+                                          tf.zeros(self.rows + [self.v_dim])))
+        seen = m > 0.5 * _NEG  # the row has an allowed key (then l >= 1); else it is 0
+        lse = tf.where(seen, m + tf.math.log(tf.where(seen, l, 1.0)), 0.0)
+        return tf.where(seen[..., None], tf.math.divide_no_nan(acc, l[..., None]), 0.0), lse
+
+    def update_row(self, i, lse):
+        """Sum over allowed keys of update_fn, and their count: [B,tq,U], [B,tq]."""
+        def step(j, acc, cnt):
+            qi, kj = self.tiles(i, j)
+            p = tf.exp(self.masked(self.score(qi, kj, i, j), i, j) - lse[..., None])  # 0 where masked
+            g, vm = self.block_update(p, qi, kj, i, j)
+            return acc + tf.reduce_sum(g, 2), cnt + tf.reduce_sum(vm, -1)
+
+        batch = self.rows[:1] + [self.tq]
+        acc, cnt = loop(self.nkt, step, (tf.zeros(batch + [self.plan.update_dim]), tf.zeros(batch)))
+        return acc / tf.maximum(cnt, 1.0)[..., None], cnt
+
+
+def _forward(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask):
+    """The tiled forward pass over slices of the inputs (no copy of them): out [B,H,Nq,dv]
+    float32, lse [B,H,Nq] (+ update [B,Nq,U], count [B,Nq] with an update function)."""
+    t = _Blocks(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask, sliced=True)
+    has_update = plan.update_fn is not None
+
+    def step(i, *tas):
+        o, lse = t.forward_row(i)
+        new = [o, lse] + (list(t.update_row(i, lse)) if has_update else [])
+        return [ta.write(i, x) for ta, x in zip(tas, new)]
+
+    row_shape = q.shape[:2] + [t.tq]
+    shapes = [row_shape + v.shape[3:], row_shape]
+    if has_update:
+        shapes += [q.shape[:1] + [t.tq, plan.update_dim], q.shape[:1] + [t.tq]]
+    stacked = [ta.stack() for ta in loop(t.nqt, step, [tensor_array(t.nqt, s) for s in shapes])]
+    nq = dims(q)[2]
+    return [untile_rows(x, 2 if a < 2 else 1, nq, t.q_len) for a, x in enumerate(stacked)]
+
+
+#: compiled forward passes of shareable plans (:meth:`_Plan.shareable`), one per plan:
+#: XLA compiles each once per input signature, not once per attention layer
+_SHARED_FORWARDS = {}
+
+
+def _compiled_forward(plan):
+    """The XLA-compiled :func:`_forward` of ``plan``: shared when the plan allows it."""
+    if not plan.shareable():
+        return tf.function(functools.partial(_forward, plan), jit_compile=True)
+    if plan not in _SHARED_FORWARDS:
+        _SHARED_FORWARDS[plan] = tf.function(functools.partial(_forward, plan), jit_compile=True)
+    return _SHARED_FORWARDS[plan]
 
 
 def _compile_tiles():
@@ -506,12 +666,13 @@ def num_tiles(n, t):
     return max(-(-n // t), 1) if isinstance(n, int) else tf.maximum((n + t - 1) // t, 1)
 
 
-def tile_axis(x, axis, t, nt):
-    """Pad ``axis`` to nt*t (zeros / False) and split it into tiles first: [nt, ..., t, ...]."""
+def tile_axis(x, axis, t, nt, pad_value=0):
+    """Pad ``axis`` to nt*t (``pad_value``, zeros / False by default) and split it into
+    tiles first: [nt, ..., t, ...]."""
     shape = dims(x)
     pad = [[0, 0]] * len(shape)
     pad[axis] = [0, nt * t - shape[axis]]
-    x = tf.pad(x, pad)
+    x = tf.pad(x, pad, constant_values=pad_value)
     x = tf.reshape(x, shape[:axis] + [nt, t] + shape[axis + 1:])
     return tf.transpose(x, [axis] + list(range(axis)) + list(range(axis + 1, len(shape) + 1)))
 
@@ -523,6 +684,27 @@ def untile_axis(x, axis, n):
     shape = dims(x)
     x = tf.reshape(x, shape[:axis] + [shape[axis] * shape[axis + 1]] + shape[axis + 2:])
     return x[(slice(None),) * axis + (slice(0, n),)]
+
+
+def untile_rows(x, axis, n, length):
+    """Inverse of the sliced tiling of :class:`_Blocks`: ``[nt, ..., t, ...] -> [..., n,
+    ...]``, where tile i holds rows ``[min(i t, length - t), ... + t)`` of an axis of
+    ``length >= t`` rows (the last tile overlaps the one before; ``n <= length``)."""
+    nt, t = dims(x)[0], dims(x)[axis + 1]
+    flat = untile_axis(x[:-1], axis, (nt - 1) * t)  # the tiles before the last: whole rows
+    last = x[-1][(slice(None),) * axis + (slice(nt * t - length, None),)]  # its new rows
+    return tf.concat([flat, last], axis)[(slice(None),) * axis + (slice(0, n),)]
+
+
+def at_least(x, axis, t):
+    """``x`` padded (zeros / False) at the end of ``axis`` to at least ``t`` rows; ``x``
+    itself, without a copy, when its static length already is."""
+    n = dims(x)[axis]
+    if isinstance(n, int) and n >= t:
+        return x
+    pad = [[0, 0]] * len(x.shape)
+    pad[axis] = [0, tf.maximum(t - n, 0)]
+    return tf.pad(x, pad)
 
 
 def tensor_array(n, element_shape=None):

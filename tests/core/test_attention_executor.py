@@ -456,3 +456,28 @@ def test_model_forward_same_under_every_executor_option():
             results.append(tf.function(lambda b: model.predict_distribution(b).mean())(batch).numpy())
     np.testing.assert_allclose(results[1], results[0], atol=2e-5)
     np.testing.assert_allclose(results[2], results[0], atol=2e-5)
+
+
+def test_compiled_forward_is_shared_by_weight_free_scores_only():
+    """Inference compiles the tiled loop once per plan and shapes, not once per layer:
+    every layer of a TNP-D (the plain ``mha_score``) calls one XLA function. A score with
+    weights, a closure or a structural mask gets a function of its own."""
+    import taylorformer as tfm
+
+    ex._SHARED_FORWARDS.clear()
+    model = tfm.build_model("tnp-d", encoder={"layers": 3})
+    rng = np.random.default_rng(4)
+    batch = {k: tf.constant(rng.normal(size=(2, n, 1)), tf.float32)
+             for k, n in (("xc", 21), ("yc", 21), ("xt", 17), ("yt", 17))}
+    with ex.options(tile=8):
+        tf.function(lambda b: model.predict_distribution(b).mean())(batch)
+    (plan, forward), = ex._SHARED_FORWARDS.items()
+    assert plan.score_fn is mha_score and forward.experimental_get_tracing_count() == 1
+    plan_of = lambda score, mask=None, q_pos=None: ex._Plan(  # noqa: E731
+        score, mask, None, 16, 16, True, False, False, q_pos, q_pos)
+    x = tf.zeros([2, 5, 1])
+    assert plan_of(mha_score, q_pos=x).shareable()
+    assert not plan_of(RBFBiasScore(rng)).shareable()  # weights
+    assert not plan_of(lambda q, k, *_: mha_score(q, k) * x[0, 0, 0]).shareable()  # a closure
+    assert not plan_of(mha_score, mask=causal).shareable()
+    assert not plan_of(mha_score, q_pos={"a": x}).shareable()  # a nest of positions

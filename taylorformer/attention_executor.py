@@ -282,12 +282,18 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
         q, k, v, qp, kp = split(xs)
         with stop_recording():
             # out [B,H,Nq,dv] f32, lse [B,H,Nq] (+ update [B,Nq,U], count [B,Nq])
-            forward = _compiled_forward(plan) if compile_forward else functools.partial(_forward, plan)
-            results = forward(q, k, v, qp, kp, key_mask, query_mask)
+            if compile_forward and plan.shareable():  # one XLA function over slices
+                tiles = None
+                results = _shared_forward(plan)(q, k, v, qp, kp, key_mask, query_mask)
+            else:  # inputs cut into tiles here (kept for the backward pass)
+                tiles = _Blocks(plan, q, k, v, qp, kp, key_mask, query_mask)
+                sweep = functools.partial(_sweep, tiles, q, v)
+                stacked = tf.function(sweep, jit_compile=True)() if compile_forward else sweep()
+                results = _untile(tiles, stacked, dims(q)[2])
         out, lse = results[:2]
 
         def grad(dout, dupdate=None, variables=None):
-            t = _Blocks(plan, q, k, v, qp, kp, key_mask, query_mask)
+            t = tiles or _Blocks(plan, q, k, v, qp, kp, key_mask, query_mask)
             # padded query rows get lse = -_NEG: p = exp(s - lse) is 0 there
             lse_t = tile_axis(lse, 2, t.tq, t.nqt, pad_value=-_NEG)
             variables = list(variables or [])
@@ -592,11 +598,10 @@ class _Blocks:
         return acc / tf.maximum(cnt, 1.0)[..., None], cnt
 
 
-def _forward(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask):
-    """The tiled forward pass over slices of the inputs (no copy of them): out [B,H,Nq,dv]
-    float32, lse [B,H,Nq] (+ update [B,Nq,U], count [B,Nq] with an update function)."""
-    t = _Blocks(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask, sliced=True)
-    has_update = plan.update_fn is not None
+def _sweep(t, q, v):
+    """The forward pass over the query tiles of :class:`_Blocks` ``t``, stacked:
+    [out [nqt,B,H,tq,dv], lse [nqt,B,H,tq]] (+ [update [nqt,B,tq,U], count [nqt,B,tq]])."""
+    has_update = t.plan.update_fn is not None
 
     def step(i, *tas):
         o, lse = t.forward_row(i)
@@ -606,23 +611,35 @@ def _forward(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask):
     row_shape = q.shape[:2] + [t.tq]
     shapes = [row_shape + v.shape[3:], row_shape]
     if has_update:
-        shapes += [q.shape[:1] + [t.tq, plan.update_dim], q.shape[:1] + [t.tq]]
-    stacked = [ta.stack() for ta in loop(t.nqt, step, [tensor_array(t.nqt, s) for s in shapes])]
-    nq = dims(q)[2]
-    return [untile_rows(x, 2 if a < 2 else 1, nq, t.q_len) for a, x in enumerate(stacked)]
+        shapes += [q.shape[:1] + [t.tq, t.plan.update_dim], q.shape[:1] + [t.tq]]
+    return [ta.stack() for ta in loop(t.nqt, step, [tensor_array(t.nqt, s) for s in shapes])]
 
 
-#: compiled forward passes of shareable plans (:meth:`_Plan.shareable`), one per plan:
+def _untile(t, stacked, nq):
+    """:func:`_sweep`'s results as rows: out [B,H,Nq,dv] float32, lse [B,H,Nq] (+ update
+    [B,Nq,U], count [B,Nq])."""
+    if t.sliced:
+        return [untile_rows(x, 2 if a < 2 else 1, nq, t.q_len) for a, x in enumerate(stacked)]
+    return [untile_axis(x, 2 if a < 2 else 1, nq) for a, x in enumerate(stacked)]
+
+
+def _forward_over_slices(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask):
+    """The forward pass over slices of the inputs (no tiled copies of them; as
+    :func:`_untile` returns). The function that :func:`_shared_forward` compiles."""
+    t = _Blocks(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask, sliced=True)
+    return _untile(t, _sweep(t, q, v), dims(q)[2])
+
+
+#: XLA-compiled forward passes of shareable plans (:meth:`_Plan.shareable`), one per plan:
 #: XLA compiles each once per input signature, not once per attention layer
 _SHARED_FORWARDS = {}
 
 
-def _compiled_forward(plan):
-    """The XLA-compiled :func:`_forward` of ``plan``: shared when the plan allows it."""
-    if not plan.shareable():
-        return tf.function(functools.partial(_forward, plan), jit_compile=True)
+def _shared_forward(plan):
+    """The one XLA-compiled :func:`_forward_over_slices` of a shareable ``plan``."""
     if plan not in _SHARED_FORWARDS:
-        _SHARED_FORWARDS[plan] = tf.function(functools.partial(_forward, plan), jit_compile=True)
+        _SHARED_FORWARDS[plan] = tf.function(functools.partial(_forward_over_slices, plan),
+                                             jit_compile=True)
     return _SHARED_FORWARDS[plan]
 
 

@@ -481,3 +481,25 @@ def test_compiled_forward_is_shared_by_weight_free_scores_only():
     assert not plan_of(lambda q, k, *_: mha_score(q, k) * x[0, 0, 0]).shareable()  # a closure
     assert not plan_of(mha_score, mask=causal).shareable()
     assert not plan_of(mha_score, q_pos={"a": x}).shareable()  # a nest of positions
+
+
+@pytest.mark.parametrize("nq,nk", [(NQ, NK), (5, 3), (NQ, 0)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_shared_forward_over_slices_matches_numpy(nq, nk, masked):
+    """Inference with a weight-free score runs one XLA loop over slices of the inputs (the
+    last tile overlaps the one before): against NumPy for sizes not a multiple of the tile,
+    shorter than a tile and an empty context, with and without a key mask (an element with
+    no key at all gives 0)."""
+    _, x, _ = make_inputs(seed=15, nq=nq, nk=nk)
+    kw = dict(key_mask=key_mask_with_empty_element(nk)) if masked else {}
+    ex._SHARED_FORWARDS.clear()
+    out = tf.function(lambda: tiled_attend(mha_score, **x, **kw, tile_q=TILE, tile_k=TILE))()
+    assert len(ex._SHARED_FORWARDS) == 1  # the sliced path ran
+    q, k, v = (np.asarray(x[n], np.float64) for n in "qkv")
+    valid = np.broadcast_to(allowed(kw, nq, nk), (B, H, nq, nk))
+    s = np.where(valid, q @ k.swapaxes(-1, -2) / np.sqrt(D), -np.inf)
+    m = np.max(s, -1, keepdims=True, initial=-np.inf)
+    e = np.where(valid, np.exp(s - np.where(np.isfinite(m), m, 0.0)), 0.0)
+    z = e.sum(-1, keepdims=True)
+    expected = np.divide(e, z, out=np.zeros_like(e), where=z > 0) @ v
+    np.testing.assert_allclose(out, expected, atol=2e-5, rtol=1e-4)

@@ -74,7 +74,8 @@ def options(tile=_AUTO, xla=_AUTO):
     ``xla``: whether the tiled path's forward loop is compiled with XLA. ``"auto"``: when it
     runs inside a ``tf.function`` that is not itself XLA-compiled and no gradient is being
     recorded (inference: a fixed shape is compiled once; TNP-D at batch 16, Nc = Nt = 1000
-    runs about 2x faster on a 2-core CPU, BSA-TNP at 5000 points 3.4x, docs/benchmarks.md);
+    ran 1.25x faster than the earlier uncompiled loop, each at its best on a 2-core CPU, for
+    about 20 MiB more memory: docs/benchmarks.md, run D);
     ``True``: also eagerly and in training; ``False``: never. Settings apply when a function
     is traced, so a ``tf.function`` traced earlier keeps the options it was traced with.
     """

@@ -284,7 +284,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
         with stop_recording():
             # out [B,H,Nq,dv] f32, lse [B,H,Nq] (+ update [B,Nq,U], count [B,Nq])
             if compile_forward and plan.shareable():  # one XLA function over slices
-                tiles = None
+                tiles = stacked = None
                 results = _shared_forward(plan)(q, k, v, qp, kp, key_mask, query_mask)
             else:  # inputs cut into tiles here (kept for the backward pass)
                 tiles = _Blocks(plan, q, k, v, qp, kp, key_mask, query_mask)
@@ -295,15 +295,19 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
 
         def grad(dout, dupdate=None, variables=None):
             t = tiles or _Blocks(plan, q, k, v, qp, kp, key_mask, query_mask)
-            # padded query rows get lse = -_NEG: p = exp(s - lse) is 0 there
-            lse_t = tile_axis(lse, 2, t.tq, t.nqt, pad_value=-_NEG)
-            variables = list(variables or [])
             qs_t, ks_t, v_t, tq, nqt, nkt = t.qs_t, t.ks_t, t.v_t, t.tq, t.nqt, t.nkt
+            if stacked is not None:  # the forward pass ran on these tiles: its results as they are
+                out_t, lse_t = stacked[:2]
+                cnt_t = stacked[3] if plan.update_fn is not None else None
+            else:  # the shared forward returned rows; padded query rows get lse = -_NEG,
+                # so that p = exp(s - lse) is 0 there
+                out_t, lse_t = tile_axis(out, 2, tq, nqt), tile_axis(lse, 2, tq, nqt, pad_value=-_NEG)
+                cnt_t = tile_axis(results[3], 1, tq, nqt) if plan.update_fn is not None else None
+            variables = list(variables or [])
             n_q, n_src = len(qs_t), len(qs_t) + len(ks_t)
             if dout is None:  # only the update is used downstream
                 dout = tf.zeros(dims(q)[:3] + [dims(v)[3]])
             do_t = tile_axis(tf.cast(dout, tf.float32), 2, tq, nqt)
-            out_t = tile_axis(out, 2, tq, nqt)
             delta = tf.reduce_sum(do_t * out_t, -1)  # rowsum(dO * O): [nqt,B,H,tq]
             zeros_var = [tf.zeros(w.shape) for w in variables]
             dq_init = [tf.zeros(dims(x)) for x in qs_t]
@@ -311,7 +315,6 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
             if plan.update_fn is not None:
                 if dupdate is None:
                     dupdate = tf.zeros_like(results[2])
-                cnt_t = tile_axis(results[3], 1, tq, nqt)
                 # d update / d (per-pair value) is dupdate / count, the same for every key
                 w_t = tile_axis(tf.cast(dupdate, tf.float32), 1, tq, nqt) / tf.maximum(cnt_t, 1.0)[..., None]
 
@@ -472,6 +475,7 @@ class _Blocks:
             self.ks_src, self.kp_const_src = ks[:n_ks], ks[n_ks:]
             return
         self.kv_t = tile_axis(kv, 1, tk, self.nkt)  # [nkt,B,tk]
+        self.key_add_t = tf.where(self.kv_t, 0.0, _NEG)  # additive key mask per key tile
         self.qv_t = None if qv is None else tile_axis(qv, 1, tq, self.nqt)
         qs_t = [tile_axis(x, 2 if a == 0 else 1, tq, self.nqt) for a, x in enumerate([q] + q_pos_flat)]
         ks_t = [tile_axis(x, 2 if a == 0 else 1, tk, self.nkt) for a, x in enumerate([k] + k_pos_flat)]
@@ -499,11 +503,9 @@ class _Blocks:
     def _rows(x, axis, start, length):
         """Rows ``[start, start + length)`` of ``axis``: a slice of static length (XLA:
         a dynamic-slice)."""
-        rank = len(x.shape)
-        begin = tf.one_hot(axis, rank, on_value=tf.cast(start, tf.int32), off_value=0, dtype=tf.int32)
-        size = dims(x)
-        size[axis] = length
-        return tf.slice(x, begin, tf.stack(size) if any(tf.is_tensor(d) for d in size) else size)
+        begin, size = [0] * len(x.shape), dims(x)
+        begin[axis], size[axis] = start, length
+        return tf.slice(x, begin, size)
 
     def tiles(self, i, j):
         """Differentiable inputs of block (i, j): [q_i, *pos_i], [k_j, *pos_j]."""
@@ -556,7 +558,7 @@ class _Blocks:
         # additive (0 / _NEG per key and per structural pair), cheaper than a select on
         # every [B,H,tq,tk] block; exp(masked - max) is exactly 0 once a row has seen an
         # allowed key, and rows that never do are zeroed at the end
-        add = tf.where(self.key_valid(j), 0.0, _NEG)[:, None, None, :]
+        add = (tf.where(self.key_valid(j), 0.0, _NEG) if self.sliced else self.key_add_t[j])[:, None, None, :]
         if self.plan.pair_mask_fn is not None:
             ok = self.plan.pair_mask_fn(self.q_index(i), self.k_index(j))
             add = add + tf.where(ok, 0.0, _NEG)[None, None]

@@ -440,6 +440,12 @@ def test_tiling_rule_per_device():
         assert ex.device_kind(tf.zeros([1])) == "CPU"
 
 
+def small_1d_batch(rng):
+    """A batch of 2 tasks, 21 context and 17 target points, 1-D x and y."""
+    return {k: tf.constant(rng.normal(size=(2, n, 1)), tf.float32)
+            for k, n in (("xc", 21), ("yc", 21), ("xt", 17), ("yt", 17))}
+
+
 def test_model_forward_same_under_every_executor_option():
     """A TNP-D forward (tf.function, inference) is the same dense, tiled, and tiled with
     the loop compiled by XLA: the options change how, not what, the model computes."""
@@ -447,8 +453,7 @@ def test_model_forward_same_under_every_executor_option():
 
     model = tfm.build_model("tnp-d", encoder={"layers": 2})
     rng = np.random.default_rng(3)
-    batch = {k: tf.constant(rng.normal(size=(2, n, 1)), tf.float32)
-             for k, n in (("xc", 21), ("yc", 21), ("xt", 17), ("yt", 17))}
+    batch = small_1d_batch(rng)
     batch["mask_c"] = tf.constant(rng.random((2, 21)) > 0.2, tf.float32)
     results = []
     for opts in (dict(tile=None), dict(tile=8, xla=False), dict(tile=8, xla=True)):
@@ -467,8 +472,7 @@ def test_compiled_forward_is_shared_by_weight_free_scores_only():
     ex._SHARED_FORWARDS.clear()
     model = tfm.build_model("tnp-d", encoder={"layers": 3})
     rng = np.random.default_rng(4)
-    batch = {k: tf.constant(rng.normal(size=(2, n, 1)), tf.float32)
-             for k, n in (("xc", 21), ("yc", 21), ("xt", 17), ("yt", 17))}
+    batch = small_1d_batch(rng)
     with ex.options(tile=8):
         tf.function(lambda b: model.predict_distribution(b).mean())(batch)
     (plan, forward), = ex._SHARED_FORWARDS.items()

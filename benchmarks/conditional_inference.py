@@ -8,9 +8,13 @@ from the working tree, or another commit with ``--candidate``), laid out as the
 installed package. Every (case, side, XLA) runs in a fresh subprocess, so its peak RSS
 (``ru_maxrss``) is its own; the sides alternate within each round, so both see the same
 machine load. Per run: the forward time (minimum over ``--reps`` calls after one
-warm-up call that traces and compiles), the RSS before the first call and its peak, and
-the peak anonymous memory (heap and tensors, without the shared libraries' code pages:
-see :class:`AnonymousMemory`).
+warm-up call that traces and compiles), the warm-up call's time, the RSS before the
+first call and its peak, and the peak anonymous memory (heap and tensors, without the
+shared libraries' code pages: see :class:`AnonymousMemory`) over the whole run, and over
+the timed calls alone after the heap the first call freed is returned to the system
+(``steady``: the forward's own working set, without the compiler's transient heap).
+``--malloc-arena-max N`` runs the children with glibc's ``MALLOC_ARENA_MAX=N``: the
+compiler's threads then cannot leave freed memory behind in arenas of their own.
 Cases (random inputs, default preset sizes, ``predict_distribution(batch).mean()`` in a
 ``tf.function``):
 
@@ -55,16 +59,32 @@ def child(case, xla, reps):
     forward = tf.function(lambda b: model.predict_distribution(b).mean(), jit_compile=xla)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with AnonymousMemory() as anon:
+        start = time.perf_counter()
         forward(batch).numpy()
-        times = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            forward(batch).numpy()
-            times.append(time.perf_counter() - start)
-    return {"forward_s": round(min(times), 3), "rss_before_mib": round(rss_before),
+        first_s = time.perf_counter() - start
+        release_free_heap()
+        with AnonymousMemory() as steady:
+            times = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                forward(batch).numpy()
+                times.append(time.perf_counter() - start)
+    return {"forward_s": round(min(times), 3), "first_call_s": round(first_s, 2),
+            "rss_before_mib": round(rss_before),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "anon_before_mib": anon.before, "peak_anon_mib": anon.peak,
-            "file_rss_after_mib": status_mib("RssFile")}
+            "steady_anon_mib": steady.peak, "file_rss_after_mib": status_mib("RssFile")}
+
+
+def release_free_heap():
+    """Return the heap that the first call (tracing, compiling) freed to the system
+    (glibc ``malloc_trim``), so that ``steady_anon_mib`` is the forward's own peak
+    working set and not what the allocator kept; a no-op off glibc."""
+    import ctypes
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def status_mib(field):
@@ -118,7 +138,7 @@ def export(source, dest):
     return pkg
 
 
-def run(pkg, case, xla, reps):
+def run(pkg, case, xla, reps, arena_max=None):
     code = ("import sys, json; sys.meta_path[:] = [f for f in sys.meta_path "
             "if 'editable' not in getattr(f, '__name__', type(f).__name__).lower()]; "
             f"sys.path.insert(0, {pkg!r}); sys.path.insert(1, {os.path.dirname(__file__)!r}); "
@@ -126,6 +146,8 @@ def run(pkg, case, xla, reps):
             f"assert taylorformer.__file__.startswith({pkg!r}), taylorformer.__file__; "
             f"print('RESULT', json.dumps(ci.child({case!r}, {xla!r}, {reps})))")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "OPENBLAS_NUM_THREADS": "1"}
+    if arena_max:
+        env["MALLOC_ARENA_MAX"] = str(arena_max)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode or not lines:
@@ -141,6 +163,7 @@ def main():
     parser.add_argument("--xla", default="no,yes", help="no, yes or no,yes")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--malloc-arena-max", type=int, help="glibc MALLOC_ARENA_MAX for the children")
     args = parser.parse_args()
     cases = args.cases.split(",")
     unknown = sorted(set(cases) - set(CASES))
@@ -155,22 +178,25 @@ def main():
             for case in cases:
                 for xla in modes:
                     for side, pkg in sides.items():
-                        res = run(pkg, case, xla, args.reps)
+                        res = run(pkg, case, xla, args.reps, args.malloc_arena_max)
                         rows.setdefault((case, xla, side), []).append(res)
                         print(json.dumps({"round": r, "case": case, "xla": xla, "side": side, **res}), flush=True)
     median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     print(f"\nbaseline {args.baseline}, candidate {args.candidate or 'working tree'}; medians of "
           f"{args.rounds} round(s)\n")
     print("| case | XLA | baseline s | candidate s | speed-up | peak RSS MiB (baseline / candidate) "
-          "| peak anonymous MiB (baseline / candidate) |")
-    print("|---|---|---|---|---|---|---|")
+          "| peak anonymous MiB (baseline / candidate) | steady anonymous MiB (baseline / candidate) "
+          "| first call s (baseline / candidate) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for case in cases:
         for xla in modes:
             b, c = rows[(case, xla, "baseline")], rows[(case, xla, "candidate")]
             bt, ct = median([x["forward_s"] for x in b]), median([x["forward_s"] for x in c])
             print(f"| {case} | {'yes' if xla else 'no'} | {bt:.3f} | {ct:.3f} | {bt / ct:.2f}x | "
                   f"{median([x['peak_rss_mib'] for x in b])} / {median([x['peak_rss_mib'] for x in c])} | "
-                  f"{median([x['peak_anon_mib'] for x in b])} / {median([x['peak_anon_mib'] for x in c])} |")
+                  f"{median([x['peak_anon_mib'] for x in b])} / {median([x['peak_anon_mib'] for x in c])} | "
+                  f"{median([x['steady_anon_mib'] for x in b])} / {median([x['steady_anon_mib'] for x in c])} | "
+                  f"{median([x['first_call_s'] for x in b])} / {median([x['first_call_s'] for x in c])} |")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import os
 import threading
 
 import tensorflow as tf
@@ -57,14 +58,21 @@ from taylorformer.tf_compat import could_record_gradients, in_xla_context, stop_
 #: ones and has the memory for it; tiles 8x larger than on the CPU.
 BUDGETS = {"CPU": {"dense_bytes": 1 << 27, "tile_bytes": 1 << 23},
            "GPU": {"dense_bytes": 1 << 30, "tile_bytes": 1 << 26}}
+#: how many query chunks a compiled inference forward pass runs as independent calls
+#: (:func:`query_chunks`), per device kind: on a CPU one per core, so TensorFlow's
+#: inter-op threads keep every core busy with one long call each (TNP-D at batch 16,
+#: Nc = Nt = 1000 on 2 cores: 0.71-0.73 s in every call, against 0.9-1.6 s as one call,
+#: whose short parallel sections leave a core idle: docs/benchmarks.md, run E); on a GPU
+#: one call.
+CHUNKS_PER_CORE = {"CPU": 1, "GPU": 0}
 MIN_TILE, MAX_TILE = 16, 1024
 _NEG = -1e30  # finite stand-in for -inf: masked logits and the initial running max
 _AUTO = "auto"
-_overrides = threading.local()  # the innermost options() of this thread: {"tile": .., "xla": ..}
+_overrides = threading.local()  # the innermost options() of this thread: {"tile": .., "xla": .., ..}
 
 
 @contextlib.contextmanager
-def options(tile=_AUTO, xla=_AUTO):
+def options(tile=_AUTO, xla=_AUTO, query_chunks=_AUTO):
     """Override the executor for every attention run (or traced, inside ``tf.function``) in
     the ``with`` block, e.g. ``with options(tile=None): model(batch)`` runs every layer dense.
 
@@ -73,18 +81,26 @@ def options(tile=_AUTO, xla=_AUTO):
     a layer's ``tile_size``.
     ``xla``: whether the tiled path's forward loop is compiled with XLA. ``"auto"``: when it
     runs inside a ``tf.function`` that is not itself XLA-compiled and no gradient is being
-    recorded (inference: a fixed shape is compiled once; TNP-D at batch 16, Nc = Nt = 1000
-    ran 1.25x faster than the earlier uncompiled loop, each at its best on a 2-core CPU, for
-    about 20 MiB more memory: docs/benchmarks.md, run D);
-    ``True``: also eagerly and in training; ``False``: never. Settings apply when a function
-    is traced, so a ``tf.function`` traced earlier keeps the options it was traced with.
+    recorded (inference: a fixed shape is compiled once; with the query chunks below, TNP-D
+    at batch 16, Nc = Nt = 1000 ran in 0.74-0.75 s against 1.38-1.52 s for the earlier
+    uncompiled loop in the same run on a 2-core CPU, for 13 MiB more steady memory:
+    docs/benchmarks.md, run E);
+    ``True``: also eagerly and in training; ``False``: never.
+    ``query_chunks``: into how many query chunks a compiled forward pass with no gradient
+    is cut, run as independent calls (:func:`query_chunks`); ``"auto"`` (one per CPU core
+    for weight-free scores, else one) or a positive int (1: one call).
+    Settings apply when a function is traced, so a ``tf.function`` traced earlier keeps the
+    options it was traced with.
     """
     if tile != _AUTO:
         tile = _check_tile("options", tile)
     if xla not in (_AUTO, True, False):
         raise ValueError(f"options: xla must be 'auto', True or False, got {xla!r}")
+    if query_chunks != _AUTO and not (isinstance(query_chunks, int) and not isinstance(query_chunks, bool)
+                                      and query_chunks > 0):
+        raise ValueError(f"options: query_chunks must be 'auto' or a positive int, got {query_chunks!r}")
     previous = getattr(_overrides, "value", None)
-    _overrides.value = {"tile": tile, "xla": xla}
+    _overrides.value = {"tile": tile, "xla": xla, "query_chunks": query_chunks}
     try:
         yield
     finally:
@@ -163,6 +179,52 @@ def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device
             _compiled_inference() if compiled_inference is None else compiled_inference):
         return (tile, max(MIN_TILE, tile // 2))
     return (tile, tile)
+
+
+def query_chunks(nq, tile_q, device="CPU", shared=True):
+    """How many query chunks a compiled forward pass with no gradient runs as independent
+    calls. For a ``shared`` loop (a weight-free score, :meth:`_Plan.shareable`: the chunks
+    read one copy of the inputs), :data:`CHUNKS_PER_CORE` of ``device`` times the usable
+    cores; otherwise 1, since each chunk would cut its own tiles of the keys (TE-TNP and
+    BSA-TNP ran 1.4-1.6x faster in 2 chunks for about 100 MiB more memory:
+    docs/benchmarks.md, run E). An :func:`options` ``query_chunks`` wins. Always at most
+    one chunk per query tile and at least 1 (also for an ``nq`` unknown at trace time)."""
+    if nq is None:
+        return 1
+    forced = _override("query_chunks")
+    if forced == _AUTO:
+        forced = CHUNKS_PER_CORE[device] * _usable_cores() if shared else 1
+    return max(1, min(forced, nq // tile_q))
+
+
+def _usable_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _in_query_chunks(forward, n, tile_q, q, qp, query_mask):
+    """``forward(q, qp, query_mask, first_row)`` over at most ``n`` query chunks,
+    concatenated: its results are a list whose first two have rows on axis 2 (out
+    ``[B,H,Nq,dv]``, lse ``[B,H,Nq]``) and the others on axis 1. Every chunk has one length
+    ``L``, the whole tiles that ``n`` chunks need, rows ``[min(i L, Nq - L), + L)`` (the last
+    overlaps the one before; the overlap's rows are kept once), so one compiled function
+    serves them all. The calls do not depend on each other: in a graph, TensorFlow runs
+    them at once."""
+    if n <= 1:
+        return forward(q, qp, query_mask, 0)
+    nq = dims(q)[2]
+    length = tile_q * -(-nq // (n * tile_q))
+    parts = []
+    for i in range(-(-nq // length)):
+        start = min(i * length, nq - length)
+        rows = lambda x, axis: _Blocks._rows(x, axis, start, length)  # noqa: E731
+        res = forward(rows(q, 2), [rows(x, 1) for x in qp],
+                      None if query_mask is None else rows(query_mask, 1), start)
+        keep = i * length - start  # rows of the overlap, already computed by chunk i - 1
+        parts.append([r[:, :, keep:] if a < 2 else r[:, keep:] for a, r in enumerate(res)])
+    return [tf.concat(xs, 2 if a < 2 else 1) for a, xs in enumerate(zip(*parts))]
 
 
 def attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_mask_fn=None,
@@ -272,6 +334,9 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     # differentiable inputs: [q, *q positions], [k, *k positions], v
     n_qp, n_kp = (len(qp_flat), len(kp_flat)) if position_grads else (0, 0)
     compile_forward = _compile_tiles()
+    # inference: independent query chunks (a backward pass would re-tile the inputs)
+    n_chunks = (query_chunks(q.shape[2], plan.tq, device_kind(q), plan.shareable())
+                if compile_forward and not could_record_gradients() else 1)
 
     def split(xs):  # run's inputs -> (q, k, v, q positions, k positions)
         qp = list(xs[1:1 + n_qp]) if position_grads else qp_flat
@@ -285,7 +350,17 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
             # out [B,H,Nq,dv] f32, lse [B,H,Nq] (+ update [B,Nq,U], count [B,Nq])
             if compile_forward and plan.shareable():  # one XLA function over slices
                 tiles = stacked = None
-                results = _shared_forward(plan)(q, k, v, qp, kp, key_mask, query_mask)
+                forward = _shared_forward(plan)
+                results = _in_query_chunks(lambda qc, qpc, qmc, _: forward(qc, k, v, qpc, kp, key_mask, qmc),
+                                           n_chunks, plan.tq, q, qp, query_mask)
+            elif n_chunks > 1:  # inference, asked for: each chunk cut into tiles, its sweep compiled
+                tiles = stacked = None
+
+                def chunk_forward(qc, qpc, qmc, first_row):
+                    t = _Blocks(plan, qc, k, v, qpc, kp, key_mask, qmc, q_offset=first_row)
+                    return _untile(t, tf.function(functools.partial(_sweep, t, qc, v), jit_compile=True)(),
+                                   dims(qc)[2])
+                results = _in_query_chunks(chunk_forward, n_chunks, plan.tq, q, qp, query_mask)
             else:  # inputs cut into tiles here (kept for the backward pass)
                 tiles = _Blocks(plan, q, k, v, qp, kp, key_mask, query_mask)
                 sweep = functools.partial(_sweep, tiles, q, v)
@@ -449,11 +524,13 @@ class _Blocks:
     the inputs; tile i is the slice of rows ``[start(i), start(i) + tile)`` with
     ``start(i) = min(i * tile, N - tile)``, so the last tile overlaps the one before it
     (its keys already seen are masked; its queries are computed twice and kept once, see
-    :func:`untile_rows`). Inputs shorter than a tile are padded to one tile.
+    :func:`untile_rows`). Inputs shorter than a tile are padded to one tile. ``q_offset``:
+    the index of ``q``'s first row among all queries (a query chunk), for ``pair_mask_fn``.
     """
 
-    def __init__(self, plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask, sliced=False):
-        self.plan, self.sliced = plan, sliced
+    def __init__(self, plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask, sliced=False,
+                 q_offset=0):
+        self.plan, self.sliced, self.q_offset = plan, sliced, q_offset
         nq, nk = dims(q)[2], dims(k)[2]
         tq, tk = self.tq, self.tk = plan.tq, plan.tk
         self.nqt, self.nkt = num_tiles(nq, tq), num_tiles(nk, tk)
@@ -493,8 +570,8 @@ class _Blocks:
         return tf.minimum(j * self.tk, self.k_len - self.tk) if self.sliced else j * self.tk
 
     def q_index(self, i):
-        """Global indices of query tile i's rows: [tq]."""
-        return self.q_start(i) + tf.range(self.tq)
+        """Global indices of query tile i's rows (``q`` is rows ``q_offset..`` of all): [tq]."""
+        return self.q_offset + self.q_start(i) + tf.range(self.tq)
 
     def k_index(self, j):
         return self.k_start(j) + tf.range(self.tk)

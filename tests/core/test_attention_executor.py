@@ -365,15 +365,16 @@ def test_nested_positions_reach_the_score_per_tile():
         assert all(g is not None and np.all(np.isfinite(g)) for g in grads)
 
 
-@pytest.mark.parametrize("xla", ["auto", False, True])
+@pytest.mark.parametrize("xla,chunks", [("auto", 1), ("auto", 2), (False, "auto"), (True, 2)])
 @pytest.mark.parametrize("mask", list(MASKS))
-def test_inference_forward_with_or_without_xla_matches_numpy(xla, mask):
+def test_inference_forward_with_or_without_xla_matches_numpy(xla, chunks, mask):
     """The tiled forward pass as inference runs it (a tf.function, no tape): compiled with
-    XLA ("auto" and True) or not, with masks and a position update, against NumPy."""
+    XLA ("auto" and True) or not, in one call or two query chunks (the second overlapping
+    the first), with masks and a position update, against NumPy."""
     rng, x, _ = make_inputs(seed=13)
     score, update = RBFBiasScore(rng), PairUpdate(rng)
     kw = MASKS[mask]
-    with ex.options(xla=xla):
+    with ex.options(xla=xla, query_chunks=chunks):
         out, upd = tf.function(lambda: tiled_attend(
             score, **x, **kw, tile_q=TILE, tile_k=TILE, update_fn=update))()
     p = numpy_weights(score, x["q"], x["k"], x["q_pos"], x["k_pos"], allowed(kw))[0]
@@ -426,6 +427,25 @@ def test_options_override_the_tiling_rule_and_layer_tiles():
                 dict(xla="yes")):
         with pytest.raises(ValueError, match="options: (tile|xla) must be"):
             with ex.options(**bad):
+                pass
+
+
+def test_query_chunks_rule(monkeypatch):
+    """One query chunk per core on a CPU, one call on a GPU; never more chunks than query
+    tiles; an options() count wins; a length unknown at trace time runs as one call."""
+    monkeypatch.setattr(ex, "_usable_cores", lambda: 4)
+    assert ex.query_chunks(2000, 128, "CPU") == 4
+    assert ex.query_chunks(2000, 128, "CPU", shared=False) == 1  # a score with weights: asked for only
+    assert ex.query_chunks(300, 128, "CPU") == 2  # two whole tiles
+    assert ex.query_chunks(100, 128, "CPU") == 1
+    assert ex.query_chunks(2000, 128, "GPU") == 1
+    assert ex.query_chunks(None, 128, "CPU") == 1
+    with ex.options(query_chunks=3):
+        assert ex.query_chunks(2000, 128, "GPU") == 3 and ex.query_chunks(300, 128, "CPU") == 2
+        assert ex.query_chunks(2000, 128, "CPU", shared=False) == 3
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="options: query_chunks must be"):
+            with ex.options(query_chunks=bad):
                 pass
 
 
@@ -489,16 +509,20 @@ def test_compiled_forward_is_shared_by_weight_free_scores_only():
 
 @pytest.mark.parametrize("nq,nk", [(NQ, NK), (5, 3), (NQ, 0)])
 @pytest.mark.parametrize("masked", [False, True])
-def test_shared_forward_over_slices_matches_numpy(nq, nk, masked):
+@pytest.mark.parametrize("chunks", [1, 2])
+def test_shared_forward_over_slices_matches_numpy(nq, nk, masked, chunks):
     """Inference with a weight-free score runs one XLA loop over slices of the inputs (the
-    last tile overlaps the one before): against NumPy for sizes not a multiple of the tile,
-    shorter than a tile and an empty context, with and without a key mask (an element with
-    no key at all gives 0)."""
+    last tile overlaps the one before), in one call or two query chunks of one length (the
+    second overlapping the first; both calls trace one function): against NumPy for sizes
+    not a multiple of the tile, shorter than a tile and an empty context, with and without
+    a key mask (an element with no key at all gives 0)."""
     _, x, _ = make_inputs(seed=15, nq=nq, nk=nk)
     kw = dict(key_mask=key_mask_with_empty_element(nk)) if masked else {}
     ex._SHARED_FORWARDS.clear()
-    out = tf.function(lambda: tiled_attend(mha_score, **x, **kw, tile_q=TILE, tile_k=TILE))()
-    assert len(ex._SHARED_FORWARDS) == 1  # the sliced path ran
+    with ex.options(query_chunks=chunks):
+        out = tf.function(lambda: tiled_attend(mha_score, **x, **kw, tile_q=TILE, tile_k=TILE))()
+    (forward,) = ex._SHARED_FORWARDS.values()  # the sliced path ran
+    assert forward.experimental_get_tracing_count() == 1
     q, k, v = (np.asarray(x[n], np.float64) for n in "qkv")
     valid = np.broadcast_to(allowed(kw, nq, nk), (B, H, nq, nk))
     s = np.where(valid, q @ k.swapaxes(-1, -2) / np.sqrt(D), -np.inf)

@@ -146,7 +146,7 @@ def run(pkg, case, xla, reps, arena_max=None):
             f"assert taylorformer.__file__.startswith({pkg!r}), taylorformer.__file__; "
             f"print('RESULT', json.dumps(ci.child({case!r}, {xla!r}, {reps})))")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "OPENBLAS_NUM_THREADS": "1"}
-    if arena_max:
+    if arena_max is not None:
         env["MALLOC_ARENA_MAX"] = str(arena_max)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
@@ -169,6 +169,8 @@ def main():
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         parser.error(f"unknown case(s) {unknown}; choose from {sorted(CASES)}")
+    if args.malloc_arena_max is not None and args.malloc_arena_max < 1:
+        parser.error(f"--malloc-arena-max must be at least 1, got {args.malloc_arena_max}")
     modes = [{"no": False, "yes": True}[m] for m in args.xla.split(",")]
     with tempfile.TemporaryDirectory(prefix="tfm-bench-") as tmp:
         sides = {"baseline": export(args.baseline, os.path.join(tmp, "baseline")),

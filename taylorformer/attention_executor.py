@@ -61,7 +61,7 @@ BUDGETS = {"CPU": {"dense_bytes": 1 << 27, "tile_bytes": 1 << 23},
 #: how many query chunks a compiled inference forward pass runs as independent calls
 #: (:func:`query_chunks`), per device kind: on a CPU one per core, so TensorFlow's
 #: inter-op threads keep every core busy with one long call each (TNP-D at batch 16,
-#: Nc = Nt = 1000 on 2 cores: 0.71-0.73 s in every call, against 0.9-1.6 s as one call,
+#: Nc = Nt = 1000 on 2 cores: 0.70-0.75 s in every call, against 0.84-1.6 s as one call,
 #: whose short parallel sections leave a core idle: docs/benchmarks.md, run E); on a GPU
 #: one call.
 CHUNKS_PER_CORE = {"CPU": 1, "GPU": 0}
@@ -353,8 +353,8 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
                 forward = _shared_forward(plan)
                 results = _in_query_chunks(lambda qc, qpc, qmc, _: forward(qc, k, v, qpc, kp, key_mask, qmc),
                                            n_chunks, plan.tq, q, qp, query_mask)
-            elif n_chunks > 1:  # inference, asked for: each chunk cut into tiles, its sweep compiled
-                tiles = stacked = None
+            elif n_chunks > 1:  # inference, asked for: each chunk cut into tiles, its sweep
+                tiles = stacked = None  # compiled on its own (the tiles are per chunk)
 
                 def chunk_forward(qc, qpc, qmc, first_row):
                     t = _Blocks(plan, qc, k, v, qpc, kp, key_mask, qmc, q_offset=first_row)

@@ -95,19 +95,21 @@ class TransformerEncoder(keras.layers.Layer):
 
     def run_layers(self, ctx, tgt, pc, pt, mask_c):
         """The residual layers on tokens ``ctx [B, Nc, D]``, ``tgt [B, Nt, D]`` with
-        positions ``pc``, ``pt``; returns normalised target representations ``[B, Nt, D]``."""
-        nc = tf.shape(ctx)[1]
-        q_pos = tf.concat([pc, pt], 1)
+        positions ``pc``, ``pt``; returns normalised target representations ``[B, Nt, D]``.
+
+        Context and targets are one sequence ``[B, Nc + Nt, D]`` throughout (norms and FFNs
+        act per token): each layer slices the context's keys off it instead of joining
+        queries and splitting outputs."""
+        nc = ctx.shape[1] if ctx.shape[1] is not None else tf.shape(ctx)[1]
+        tokens, pos = tf.concat([ctx, tgt], 1), tf.concat([pc, pt], 1)
         for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
-            keys = norm1(ctx)
-            queries = tf.concat([keys, norm1(tgt)], axis=1)
-            out = attn(queries, keys, q_pos=q_pos, k_pos=pc, key_mask=mask_c)
+            queries = norm1(tokens)
+            out = attn(queries, queries[:, :nc], q_pos=pos, k_pos=pos[:, :nc], key_mask=mask_c)
             if attn.updates_positions:  # an attention that moves locations (e.g. te)
-                out, q_pos = out
-                pc = q_pos[:, :nc]
-            ctx, tgt = ctx + out[:, :nc], tgt + out[:, nc:]
-            ctx, tgt = ctx + ffn(norm2(ctx)), tgt + ffn(norm2(tgt))
-        return self.norm_out(tgt)
+                out, pos = out
+            tokens = tokens + out
+            tokens = tokens + ffn(norm2(tokens))
+        return self.norm_out(tokens[:, nc:])
 
     def get_config(self):
         return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,

@@ -152,12 +152,14 @@ def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device
     bytes are at most ``dense_bytes`` (or ``B * Nq * Nk <= dense_pairs`` when given);
     otherwise (also for sizes unknown at trace time) power-of-two tiles whose ``[B, tile,
     tile]`` blocks take about ``tile_bytes``, clipped to ``[MIN_TILE, MAX_TILE]`` (an unknown
-    B counts as 8). On a CPU, for an XLA-compiled forward pass with no gradient
-    (``compiled_inference``; default: whether the current trace is one), tiles of at most
-    128 get key tiles half as long: measured faster for TNP-D (128 x 64 vs 128 x 128, batch
-    16) and TE-TNP (batch 1), the same for BSA-TNP at batch 8, while BSA-TNP's 256 x 128 at
-    batch 1 was slower than 256 x 256 (docs/benchmarks.md); training keeps square tiles. An
-    explicit ``tile_size`` (square) wins, and an :func:`options` tile over both.
+    B counts as 8). On a CPU, for a forward pass with no gradient whose tiled loop this
+    module compiles with XLA (``compiled_inference``; default: whether the current trace is
+    one), tiles of at most 128 get key tiles half as long: measured faster for TNP-D (128 x
+    64 vs 128 x 128, batch 16) and TE-TNP (batch 1), the same for BSA-TNP at batch 8, while
+    BSA-TNP's 256 x 128 at batch 1 was slower than 256 x 256. Inside a caller's XLA
+    function (``jit_compile=True``) tiles stay square: there TNP-D's 128 x 64 took 1.7 s
+    against 1.3-1.45 s for 128 x 128 (docs/benchmarks.md, run F). Training keeps square
+    tiles. An explicit ``tile_size`` (square) wins, and an :func:`options` tile over both.
     """
     forced = _override("tile")
     if forced != _AUTO:
@@ -732,8 +734,9 @@ def _compile_tiles():
 
 
 def _compiled_inference():
-    """Whether the attention being traced is a forward pass under XLA with no gradient."""
-    return not could_record_gradients() and (in_xla_context() or tf.inside_function())
+    """Whether the attention being traced is a forward pass with no gradient whose tiled
+    loop this module compiles with XLA (not a caller's XLA function)."""
+    return not could_record_gradients() and _compile_tiles()
 
 
 def _update_width(update_fn, q, k, q_pos, k_pos):

@@ -280,6 +280,9 @@ def test_tiling_rule_from_block_memory():
     seen = []
     tf.function(lambda: seen.append(ex.choose_tile(*qk(16, 8, 2000, 1000))) or tf.constant(0))()
     assert seen == [(128, 64)]  # a tf.function with no tape: the tiled loop runs under XLA
+    tf.function(lambda: seen.append(ex.choose_tile(*qk(16, 8, 2000, 1000))) or tf.constant(0),
+                jit_compile=True)()
+    assert seen[1] == (128, 128)  # inside the caller's XLA function: square tiles
     unknown = tf.TensorSpec([None, 8, None, 1]), tf.TensorSpec([None, 8, None, 1])
     assert ex.choose_tile(*unknown) == (256, 256)  # unknown sizes: tiled, B counted as 8
 

@@ -234,8 +234,8 @@ def _list_rows(args):
     table = [("ID", "PAPER", "TABLE", "DATASET / PROTOCOL", "MODEL", "METRIC", "PAPER VALUE", "OURS",
               "BUDGET")]
     for row in listed:
-        last = row["last"]
-        ours = "not run" if last is None else f"{_cell(last['value'])} +- {_cell(last['stderr'], 2)}"
+        last, mark = (row["last"], "") if row["last"] is not None else (row["recorded"], " *")
+        ours = "not run" if last is None else f"{_cell(last['value'])} +- {_cell(last['stderr'], 2)}{mark}"
         error = "" if row["paper_error"] is None else f" +- {row['paper_error']:g}"
         table.append((row["id"], row["paper"].split(" (")[0], row["table"], row["dataset"], row["model"],
                       row["metric"], f"{row['paper_value']:g}{error}", ours,
@@ -243,7 +243,8 @@ def _list_rows(args):
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     for r in table:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    print(f"\nOurs: the last line of {args.results} for each row ({len(listed)} rows).")
+    print(f"\nOurs: the last line of {args.results} for each row ({len(listed)} rows); * where it has "
+          "none: the project's recorded result (docs/replication.md).")
     return 0
 
 

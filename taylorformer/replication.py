@@ -64,6 +64,8 @@ SMALL_VALIDATIONS = 4
 MIN_VALIDATION_GAP = 50
 DEFAULT_ROOT = os.path.join("runs", "replicate")
 DEFAULT_RESULTS = os.path.join(DEFAULT_ROOT, "results.csv")
+#: the project's recorded results (the table of docs/replication.md), shipped with the package
+RECORDED_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replication_results.csv")
 RESULT_COLUMNS = ("row", "budget", "steps", "metric", "value", "stderr", "num_tasks", "paper_value",
                   "paper_error", "device", "wall_s", "version", "commit", "command", "date", "out_dir")
 OWNER = "experiment"
@@ -352,14 +354,19 @@ def device_name():
 
 def source_commit():
     """``git describe`` of the checkout this package runs from (``-dirty`` with local
+    changes to tracked files other than :data:`RECORDED_RESULTS`, which recording a result
     changes), or ``"unknown"`` for an installed package outside git."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    def git(*args):
+        return subprocess.run(["git", "-C", os.path.dirname(RECORDED_RESULTS), *args], capture_output=True,
+                              text=True, timeout=10, check=True).stdout
+
     try:
-        out = subprocess.run(["git", "-C", here, "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=10, check=True)
+        commit = git("describe", "--always").strip()
+        changed = [line for line in git("status", "--porcelain", "--untracked-files=no").splitlines()
+                   if not line.endswith(os.path.basename(RECORDED_RESULTS))]
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return out.stdout.strip() or "unknown"
+    return (commit + "-dirty" * bool(changed)) if commit else "unknown"
 
 
 def command_line(row_id, budget, out=None, results=None, eval_tasks=None, task_config=None, xla=None,
@@ -415,12 +422,13 @@ def last_results(path):
     return {line["row"]: line for line in read_results(path)}
 
 
-def list_rows(results=DEFAULT_RESULTS):
-    """Every registered row as a dict (its fields, ``higher_is_better`` and ``last``: the
-    last line recorded for it in ``results``, or None)."""
-    last = last_results(results)
-    return [{**dataclasses.asdict(row), "higher_is_better": row.higher_is_better, "last": last.get(row.id)}
-            for row in rows()]
+def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS):
+    """Every registered row as a dict: its fields, ``higher_is_better``, ``last`` (the last
+    line for it in ``results``, the user's runs) and ``recorded`` (the last line for it in
+    ``recorded``, the project's results); each None when there is none."""
+    last, ours = last_results(results), last_results(recorded)
+    return [{**dataclasses.asdict(row), "higher_is_better": row.higher_is_better, "last": last.get(row.id),
+             "recorded": ours.get(row.id)} for row in rows()]
 
 
 # ----------------------------------------------------------------------------- replicate

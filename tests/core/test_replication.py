@@ -391,7 +391,15 @@ def test_cli_list_shows_every_row_with_our_last_value(tmp_path, capsys):
     by_id = {line.split()[0]: line for line in lines[1:] if line.strip()}
     assert set(registry.names("experiment")) <= set(by_id)
     assert "-0.1235 +- 0.012" in by_id["bsa-tnp-gp2d-shifted"] and "small (1000 steps)" in by_id["bsa-tnp-gp2d-shifted"]
-    assert "4.13 +- 0.03" in by_id["taylorformer-gp-eq"] and "not run" in by_id["taylorformer-gp-eq"]
+    # rows with no line of the user's: the project's recorded result, marked *, or "not run"
+    with open(os.path.join(os.path.dirname(replication.__file__), "replication_results.csv"), newline="") as fh:
+        recorded = {line["row"]: line for line in csv.DictReader(fh)}
+    eq = recorded["taylorformer-gp-eq"]
+    assert f"{float(eq['value']):.4g} +- " in by_id["taylorformer-gp-eq"] and " *" in by_id["taylorformer-gp-eq"]
+    assert f"{eq['budget']} ({eq['steps']} steps)" in by_id["taylorformer-gp-eq"]
+    assert "4.13 +- 0.03" in by_id["taylorformer-gp-eq"]
+    assert "bsa-tnp-gp2d-shifted" in recorded and " *" not in by_id["bsa-tnp-gp2d-shifted"]  # the user's wins
+    assert "taylorformer-celeba" not in recorded and "not run" in by_id["taylorformer-celeba"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -406,3 +414,23 @@ def test_cli_errors_are_one_line(argv, message, capsys):
         code = exc.code
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_source_commit_is_dirty_for_changes_but_not_for_recorded_results(tmp_path, monkeypatch):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "replication_results.csv").write_text("row\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "--short", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    monkeypatch.setattr(replication, "RECORDED_RESULTS", str(tmp_path / "replication_results.csv"))
+    (tmp_path / "replication_results.csv").write_text("row\na\n")  # recording a result
+    assert replication.source_commit() == head
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert replication.source_commit() == head + "-dirty"

@@ -147,7 +147,9 @@ def predict_query(model, query, levels=DEFAULT_LEVELS, num_samples=0, chunk_size
     """``{"mean", "stddev", "quantiles", "levels"[, "samples"]}`` of ``model`` at the
     query's targets (see the module docstring). Conditional models: ``chunk_size`` targets
     per forward pass, with a Keras progress bar when ``verbose`` (1: live bar, 2: one line
-    per update, for logs). Autoregressive models:
+    per update, for logs); each chunk's forward pass is compiled
+    (:meth:`~taylorformer.models.base.NeuralProcess.compiled_distribution`: at most two
+    traces, the full chunk and the last). Autoregressive models:
     ``num_samples`` joint samples (50 when 0) in one pass over all targets."""
     import keras
 
@@ -173,7 +175,7 @@ def predict_query(model, query, levels=DEFAULT_LEVELS, num_samples=0, chunk_size
     bar = (keras.utils.Progbar(-(-nt // chunk_size), verbose=verbose, unit_name="chunk")
            if verbose else None)
     for start in range(0, nt, chunk_size):
-        dist = model.distribution(batch_of({k: v[:, start:start + chunk_size] for k, v in targets.items()}))
+        dist = model.compiled_distribution(batch_of({k: v[:, start:start + chunk_size] for k, v in targets.items()}))
         part = {"mean": np.asarray(dist.mean()), "stddev": np.asarray(dist.stddev()),
                 "quantiles": _quantiles(dist, levels, seed)}
         if num_samples:

@@ -153,3 +153,19 @@ def test_cli_errors_are_one_line(run_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["predict", str(run_dir), "--input", "q.npz", "--output", "p.npz", "--quantiles", "1.5"])
     assert exc.value.code == 2 and "a probability in (0, 1), got '1.5'" in capsys.readouterr().err
+
+
+def test_compiled_forward_equals_the_eager_tiled_one_and_validates_eagerly(model):
+    from taylorformer import attention_executor
+
+    query = _query(b=2, nc=40, nt=70, seed=5)
+    batch = {**query, "yt": np.zeros((2, 70, 2), np.float32)}
+    with attention_executor.options(tile=(16, 16)):  # tiles: Python loop eagerly, XLA compiled
+        eager, compiled = model.distribution(batch), model.compiled_distribution(batch)
+    np.testing.assert_allclose(compiled.mean(), eager.mean(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(compiled.stddev(), eager.stddev(), rtol=1e-5, atol=1e-5)
+    bad = {**batch, "xc": np.where(np.arange(40)[None, :, None] == 3, np.inf, batch["xc"]).astype(np.float32)}
+    with pytest.raises(BatchError, match="xc"):
+        model.compiled_distribution(bad)
+    with pytest.raises(BatchError, match="xc dim"):
+        model.compiled_distribution({**batch, "xc": batch["xc"][..., :1]})

@@ -194,11 +194,10 @@ def main():
         for xla in modes:
             b, c = rows[(case, xla, "baseline")], rows[(case, xla, "candidate")]
             bt, ct = median([x["forward_s"] for x in b]), median([x["forward_s"] for x in c])
+            pairs = [f"{median([x[key] for x in b])} / {median([x[key] for x in c])}"
+                     for key in ("peak_rss_mib", "peak_anon_mib", "steady_anon_mib", "first_call_s")]
             print(f"| {case} | {'yes' if xla else 'no'} | {bt:.3f} | {ct:.3f} | {bt / ct:.2f}x | "
-                  f"{median([x['peak_rss_mib'] for x in b])} / {median([x['peak_rss_mib'] for x in c])} | "
-                  f"{median([x['peak_anon_mib'] for x in b])} / {median([x['peak_anon_mib'] for x in c])} | "
-                  f"{median([x['steady_anon_mib'] for x in b])} / {median([x['steady_anon_mib'] for x in c])} | "
-                  f"{median([x['first_call_s'] for x in b])} / {median([x['first_call_s'] for x in c])} |")
+                  + " | ".join(pairs) + " |")
 
 
 if __name__ == "__main__":

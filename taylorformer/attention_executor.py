@@ -338,7 +338,7 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     compile_forward = _compile_tiles()
     # inference: independent query chunks (a backward pass would re-tile the inputs)
     n_chunks = (query_chunks(q.shape[2], plan.tq, device_kind(q), plan.shareable())
-                if compile_forward and not could_record_gradients() else 1)
+                if _compiled_inference() else 1)
 
     def split(xs):  # run's inputs -> (q, k, v, q positions, k positions)
         qp = list(xs[1:1 + n_qp]) if position_grads else qp_flat

@@ -21,8 +21,10 @@ to, with the attention weights as input (TE-TNP's location update)::
 recomputes every block, flash-attention style, so memory is O(tile^2) per head), with
 the same values and gradients (w.r.t. q, k, v, positions and the variables read).
 :func:`choose_tile` is the one rule that picks the path from the memory a block of
-pairs takes and the device; :func:`options` overrides it (and whether the tiled loop is
-compiled with XLA) for every attention run inside a ``with`` block. :func:`attend_blocks`
+pairs takes and the device; a compiled inference pass of a weight-free score on a CPU
+runs one (batch row, head) lane at a time in the tiles of :func:`lane_tiles` instead.
+:func:`options` overrides both (and whether the tiled loop is compiled with XLA) for
+every attention run inside a ``with`` block. :func:`attend_blocks`
 is the entry point of incremental decoding: a few new query rows against keys/values
 kept in the blocks of a cache.
 
@@ -58,6 +60,16 @@ from taylorformer.tf_compat import could_record_gradients, in_xla_context, stop_
 #: ones and has the memory for it; tiles 8x larger than on the CPU.
 BUDGETS = {"CPU": {"dense_bytes": 1 << 27, "tile_bytes": 1 << 23},
            "GPU": {"dense_bytes": 1 << 30, "tile_bytes": 1 << 26}}
+#: the blocks of the lane layout (:func:`lane_tiles`), per device kind: a compiled
+#: inference forward pass of a weight-free score runs one (batch row, head) lane at a time,
+#: in blocks of at most ``(tile_q, tile_k)`` pairs (``None``: no lane layout). CPU,
+#: measured on TNP-D at batch 16, Nc = Nt = 1000 (2 cores, in one process): 1000 x 250
+#: lane blocks 0.64-0.65 s against 0.71-0.73 s for 128 x 64 blocks of every row and head
+#: at once, 0.66 s for 1000 x 500, 0.70-0.71 s for 1000 x 125 and 0.80 s for 500 x 500
+#: (docs/benchmarks.md, run G); a long query tile lets one product of [tq, d] x [d, tk]
+#: run at a time instead of B x H small ones. GPU: the [B, H] blocks (a GPU wants few
+#: large kernels).
+LANE_TILES = {"CPU": (1024, 256), "GPU": None}
 #: how many query chunks a compiled inference forward pass runs as independent calls
 #: (:func:`query_chunks`), per device kind: on a CPU one per core, so TensorFlow's
 #: inter-op threads keep every core busy with one long call each (TNP-D at batch 16,
@@ -76,8 +88,9 @@ def options(tile=_AUTO, xla=_AUTO, query_chunks=_AUTO):
     """Override the executor for every attention run (or traced, inside ``tf.function``) in
     the ``with`` block, e.g. ``with options(tile=None): model(batch)`` runs every layer dense.
 
-    ``tile``: ``"auto"`` (:func:`choose_tile`'s rule and each layer's ``tile_size``), ``None``
-    (dense), an int (square tiles of that size) or a pair ``(tile_q, tile_k)``; it wins over
+    ``tile``: ``"auto"`` (:func:`choose_tile`'s rule and each layer's ``tile_size``, and the
+    lanes of :func:`lane_tiles`), ``None`` (dense), an int (square tiles of that size) or a
+    pair ``(tile_q, tile_k)`` (blocks of every batch row and head: no lanes); it wins over
     a layer's ``tile_size``.
     ``xla``: whether the tiled path's forward loop is compiled with XLA. ``"auto"``: when it
     runs inside a ``tf.function`` that is not itself XLA-compiled and no gradient is being
@@ -156,7 +169,9 @@ def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device
     module compiles with XLA (``compiled_inference``; default: whether the current trace is
     one), tiles of at most 128 get key tiles half as long: measured faster for TNP-D (128 x
     64 vs 128 x 128, batch 16) and TE-TNP (batch 1), the same for BSA-TNP at batch 8, while
-    BSA-TNP's 256 x 128 at batch 1 was slower than 256 x 256. Inside a caller's XLA
+    BSA-TNP's 256 x 128 at batch 1 was slower than 256 x 256 (there a weight-free score
+    such as TNP-D's now runs lanes, :func:`lane_tiles`, unless an :func:`options` tile is
+    set; a layer's ``tile_size`` then sets the tiles of its training only). Inside a caller's XLA
     function (``jit_compile=True``) tiles stay square: there TNP-D's 128 x 64 took 1.7 s
     against 1.3-1.45 s for 128 x 128 (docs/benchmarks.md, run F). Training keeps square
     tiles. An explicit ``tile_size`` (square) wins, and an :func:`options` tile over both.
@@ -197,6 +212,28 @@ def query_chunks(nq, tile_q, device="CPU", shared=True):
     if forced == _AUTO:
         forced = CHUNKS_PER_CORE[device] * _usable_cores() if shared else 1
     return max(1, min(forced, nq // tile_q))
+
+
+def lane_tiles(nq, nk, parts, device="CPU"):
+    """Tiles ``(tile_q, tile_k)`` of the lane layout for ``nq`` queries in ``parts`` query
+    chunks and ``nk`` keys, or ``None`` where ``device`` runs none (:data:`LANE_TILES`).
+    Each is the longest tile within the device's bound that cuts its axis (a chunk's rows,
+    the keys) into equal whole tiles, e.g. 1000 x 250 for Nq = 2000 in 2 chunks and Nk =
+    1000 on a CPU; a size unknown at trace time gets the bound."""
+    bounds = LANE_TILES[device]
+    if bounds is None:
+        return None
+    return (balanced_tile(nq, parts, bounds[0]), balanced_tile(nk, 1, bounds[1]))
+
+
+def balanced_tile(n, parts, bound):
+    """The longest tile of at most ``bound`` rows that cuts ``ceil(n / parts)`` rows into
+    equal whole tiles (the last may be short by less than one row per tile); ``bound``
+    when ``n`` is not a static int."""
+    if not isinstance(n, int):
+        return bound
+    rows = max(1, -(-n // parts))
+    return -(-rows // -(-rows // bound))
 
 
 def _usable_cores():
@@ -336,8 +373,14 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     # differentiable inputs: [q, *q positions], [k, *k positions], v
     n_qp, n_kp = (len(qp_flat), len(kp_flat)) if position_grads else (0, 0)
     compile_forward = _compile_tiles()
-    # inference: independent query chunks (a backward pass would re-tile the inputs)
-    n_chunks = (query_chunks(q.shape[2], plan.tq, device_kind(q), plan.shareable())
+    # inference: independent query chunks (a backward pass would re-tile the inputs); a
+    # weight-free score runs lane by lane on a CPU, unless options() sets the tiles
+    forward_plan, device = plan, device_kind(q)
+    if _compiled_inference() and plan.shareable() and _override("tile") == _AUTO:
+        lane = lane_tiles(dims(q)[2], dims(k)[2], query_chunks(q.shape[2], 1, device), device)
+        if lane is not None:
+            forward_plan = dataclasses.replace(plan, tq=lane[0], tk=lane[1], lanes=True)
+    n_chunks = (query_chunks(q.shape[2], forward_plan.tq, device, plan.shareable())
                 if _compiled_inference() else 1)
 
     def split(xs):  # run's inputs -> (q, k, v, q positions, k positions)
@@ -352,9 +395,9 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
             # out [B,H,Nq,dv] f32, lse [B,H,Nq] (+ update [B,Nq,U], count [B,Nq])
             if compile_forward and plan.shareable():  # one XLA function over slices
                 tiles = stacked = None
-                forward = _shared_forward(plan)
+                forward = _shared_forward(forward_plan)
                 results = _in_query_chunks(lambda qc, qpc, qmc, _: forward(qc, k, v, qpc, kp, key_mask, qmc),
-                                           n_chunks, plan.tq, q, qp, query_mask)
+                                           n_chunks, forward_plan.tq, q, qp, query_mask)
             elif n_chunks > 1:  # inference, asked for: each chunk cut into tiles, its sweep
                 tiles = stacked = None  # compiled on its own (the tiles are per chunk)
 
@@ -500,6 +543,7 @@ class _Plan:
     q_pos: object = dataclasses.field(compare=False)
     k_pos: object = dataclasses.field(compare=False)
     update_dim: object = None
+    lanes: bool = False  # the forward pass runs one (batch row, head) at a time
     position_kinds: tuple = dataclasses.field(init=False)
 
     def __post_init__(self):
@@ -706,10 +750,28 @@ def _untile(t, stacked, nq):
 
 
 def _forward_over_slices(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask):
-    """The forward pass over slices of the inputs (no tiled copies of them; as
-    :func:`_untile` returns). The function that :func:`_shared_forward` compiles."""
-    t = _Blocks(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask, sliced=True)
-    return _untile(t, _sweep(t, q, v), dims(q)[2])
+    """The forward pass over slices of the inputs (no tiled copies of them): out
+    [B,H,Nq,dv] float32, lse [B,H,Nq]. The function that :func:`_shared_forward` compiles.
+    With ``plan.lanes``, a loop over the B x H (batch row, head) lanes runs the tiles of
+    one lane at a time (blocks [1,1,tq,tk]); else every block holds all rows and heads."""
+    if not plan.lanes:
+        t = _Blocks(plan, q, k, v, q_pos_flat, k_pos_flat, key_mask, query_mask, sliced=True)
+        return _untile(t, _sweep(t, q, v), dims(q)[2])
+    b, h, nq = dims(q)[:3]
+
+    def lane(i, out_ta, lse_ta):
+        row, head = i // h, i % h
+        lane_of = lambda x: tf.slice(x, [row, head, 0, 0], [1, 1] + dims(x)[2:])  # noqa: E731
+        row_of = lambda x: None if x is None else _Blocks._rows(x, 0, row, 1)  # noqa: E731
+        q_lane, v_lane = lane_of(q), lane_of(v)
+        t = _Blocks(plan, q_lane, lane_of(k), v_lane, [row_of(x) for x in q_pos_flat],
+                    [row_of(x) for x in k_pos_flat], row_of(key_mask), row_of(query_mask), sliced=True)
+        out, lse = _untile(t, _sweep(t, q_lane, v_lane), nq)
+        return out_ta.write(i, out[0, 0]), lse_ta.write(i, lse[0, 0])
+
+    out_ta, lse_ta = loop(b * h, lane, (tensor_array(b * h, q.shape[2:3] + v.shape[3:]),
+                                        tensor_array(b * h, q.shape[2:3])))
+    return [tf.reshape(out_ta.stack(), [b, h, nq, dims(v)[3]]), tf.reshape(lse_ta.stack(), [b, h, nq])]
 
 
 #: XLA-compiled forward passes of shareable plans (:meth:`_Plan.shareable`), one per plan:

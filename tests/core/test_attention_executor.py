@@ -452,6 +452,21 @@ def test_query_chunks_rule(monkeypatch):
                 pass
 
 
+def test_lane_tiles_rule():
+    """Lane tiles cut a query chunk and the keys into equal whole tiles within the CPU's
+    bounds (1024 x 256); a GPU runs no lanes; a size unknown at trace time gets the bound."""
+    assert ex.lane_tiles(2000, 1000, 2) == (1000, 250)  # TNP-D at Nc = Nt = 1000 on 2 cores
+    assert ex.lane_tiles(5000, 5000, 2) == (834, 250)  # 3 tiles per chunk of 2500 rows
+    assert ex.lane_tiles(10, 3, 4) == (3, 3)
+    assert ex.lane_tiles(None, tf.constant(7), 2) == (1024, 256)
+    assert ex.lane_tiles(2000, 1000, 2, "GPU") is None
+    for n, parts, bound in [(2000, 2, 1024), (5000, 2, 1024), (1000, 1, 256), (999, 4, 64), (1, 3, 8)]:
+        t = ex.balanced_tile(n, parts, bound)
+        rows = -(-n // parts)
+        tiles = -(-rows // t)
+        assert t <= bound and tiles == -(-rows // bound) and tiles * t - rows < tiles
+
+
 def test_tiling_rule_per_device():
     """A GPU runs one large block rather than a loop of small ones: dense up to its budget."""
     q, k = tf.zeros([16, 8, 2000, 1]), tf.zeros([16, 8, 1000, 1])  # 2^30 bytes of logits less 5%
@@ -469,21 +484,28 @@ def small_1d_batch(rng):
             for k, n in (("xc", 21), ("yc", 21), ("xt", 17), ("yt", 17))}
 
 
-def test_model_forward_same_under_every_executor_option():
-    """A TNP-D forward (tf.function, inference) is the same dense, tiled, and tiled with
-    the loop compiled by XLA: the options change how, not what, the model computes."""
+def test_model_forward_same_under_every_executor_option(monkeypatch):
+    """A TNP-D forward (tf.function, inference) is the same dense, tiled, tiled with the
+    loop compiled by XLA, and lane by lane in query chunks (the CPU's rule for a layer's
+    ``tile_size``, lane tiles shrunk to 8 x 6 so that a batch this small needs several): the options change how,
+    not what, the model computes, with padded context and target points."""
     import taylorformer as tfm
 
-    model = tfm.build_model("tnp-d", encoder={"layers": 2})
+    model = tfm.build_model("tnp-d", encoder={"layers": 2, "attention": {"name": "mha-xy", "tile_size": 8}})
     rng = np.random.default_rng(3)
     batch = small_1d_batch(rng)
     batch["mask_c"] = tf.constant(rng.random((2, 21)) > 0.2, tf.float32)
+    batch["mask_t"] = tf.constant(rng.random((2, 17)) > 0.2, tf.float32)
+    monkeypatch.setitem(ex.LANE_TILES, "CPU", (8, 6))
+    ex._SHARED_FORWARDS.clear()
     results = []
-    for opts in (dict(tile=None), dict(tile=8, xla=False), dict(tile=8, xla=True)):
+    for opts in (dict(tile=None), dict(tile=8, xla=False), dict(tile=8, xla=True), dict(query_chunks=2)):
         with ex.options(**opts):
             results.append(tf.function(lambda b: model.predict_distribution(b).mean())(batch).numpy())
-    np.testing.assert_allclose(results[1], results[0], atol=2e-5)
-    np.testing.assert_allclose(results[2], results[0], atol=2e-5)
+    assert any(plan.lanes for plan in ex._SHARED_FORWARDS)
+    real = batch["mask_t"].numpy() > 0
+    for other in results[1:]:
+        np.testing.assert_allclose(other[real], results[0][real], atol=2e-5)
 
 
 def test_compiled_forward_is_shared_by_weight_free_scores_only():
@@ -513,19 +535,24 @@ def test_compiled_forward_is_shared_by_weight_free_scores_only():
 @pytest.mark.parametrize("nq,nk", [(NQ, NK), (5, 3), (NQ, 0)])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("chunks", [1, 2])
-def test_shared_forward_over_slices_matches_numpy(nq, nk, masked, chunks):
+@pytest.mark.parametrize("lanes", [True, False])
+def test_shared_forward_over_slices_matches_numpy(nq, nk, masked, chunks, lanes, monkeypatch):
     """Inference with a weight-free score runs one XLA loop over slices of the inputs (the
     last tile overlaps the one before), in one call or two query chunks of one length (the
-    second overlapping the first; both calls trace one function): against NumPy for sizes
-    not a multiple of the tile, shorter than a tile and an empty context, with and without
-    a key mask (an element with no key at all gives 0)."""
+    second overlapping the first; both calls trace one function), lane by lane (a CPU's
+    rule, here with lane tiles of 7 x 5) or over blocks of every row and head (an
+    ``options`` tile): against NumPy for sizes not a multiple of the tile, shorter than a
+    tile and an empty context, with and without a key mask (an element with no key at
+    all gives 0)."""
     _, x, _ = make_inputs(seed=15, nq=nq, nk=nk)
     kw = dict(key_mask=key_mask_with_empty_element(nk)) if masked else {}
     ex._SHARED_FORWARDS.clear()
-    with ex.options(query_chunks=chunks):
+    monkeypatch.setitem(ex.LANE_TILES, "CPU", (7, 5))
+    with ex.options(query_chunks=chunks, **({} if lanes else dict(tile=TILE))):
         out = tf.function(lambda: tiled_attend(mha_score, **x, **kw, tile_q=TILE, tile_k=TILE))()
-    (forward,) = ex._SHARED_FORWARDS.values()  # the sliced path ran
+    (plan, forward), = ex._SHARED_FORWARDS.items()  # the sliced path ran
     assert forward.experimental_get_tracing_count() == 1
+    assert plan.lanes == lanes and (plan.tq <= 7 and plan.tk <= 5 if lanes else plan.tq == min(TILE, nq))
     q, k, v = (np.asarray(x[n], np.float64) for n in "qkv")
     valid = np.broadcast_to(allowed(kw, nq, nk), (B, H, nq, nk))
     s = np.where(valid, q @ k.swapaxes(-1, -2) / np.sqrt(D), -np.inf)

@@ -65,11 +65,13 @@ BUDGETS = {"CPU": {"dense_bytes": 1 << 27, "tile_bytes": 1 << 23},
 #: in blocks of at most ``(tile_q, tile_k)`` pairs (``None``: no lane layout). CPU,
 #: measured on TNP-D at batch 16, Nc = Nt = 1000 (2 cores, in one process): 1000 x 250
 #: lane blocks 0.64-0.65 s against 0.71-0.73 s for 128 x 64 blocks of every row and head
-#: at once, 0.66 s for 1000 x 500, 0.70-0.71 s for 1000 x 125 and 0.80 s for 500 x 500
-#: (docs/benchmarks.md, run G); a long query tile lets one product of [tq, d] x [d, tk]
-#: run at a time instead of B x H small ones. GPU: the [B, H] blocks (a GPU wants few
-#: large kernels).
-LANE_TILES = {"CPU": (1024, 256), "GPU": None}
+#: at once, 0.66 s for 1000 x 500, 0.70-0.71 s for 1000 x 125 and 0.80 s for 500 x 500;
+#: one layer at batch 1-4 (Nq = Nk = 2000-4000) was as fast as before with a whole query
+#: chunk per tile (up to 2048 rows) and up to 20% slower with half a chunk
+#: (docs/benchmarks.md, run G). A long query tile lets one product [tq, d] x [d, tk] run
+#: at a time instead of B x H small ones. GPU: the [B, H] blocks (a GPU wants few large
+#: kernels).
+LANE_TILES = {"CPU": (2048, 256), "GPU": None}
 #: how many query chunks a compiled inference forward pass runs as independent calls
 #: (:func:`query_chunks`), per device kind: on a CPU one per core, so TensorFlow's
 #: inter-op threads keep every core busy with one long call each (TNP-D at batch 16,

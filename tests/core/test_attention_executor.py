@@ -454,11 +454,11 @@ def test_query_chunks_rule(monkeypatch):
 
 def test_lane_tiles_rule():
     """Lane tiles cut a query chunk and the keys into equal whole tiles within the CPU's
-    bounds (1024 x 256); a GPU runs no lanes; a size unknown at trace time gets the bound."""
+    bounds (2048 x 256); a GPU runs no lanes; a size unknown at trace time gets the bound."""
     assert ex.lane_tiles(2000, 1000, 2) == (1000, 250)  # TNP-D at Nc = Nt = 1000 on 2 cores
-    assert ex.lane_tiles(5000, 5000, 2) == (834, 250)  # 3 tiles per chunk of 2500 rows
+    assert ex.lane_tiles(5000, 5000, 2) == (1250, 250)  # 2 tiles per chunk of 2500 rows
     assert ex.lane_tiles(10, 3, 4) == (3, 3)
-    assert ex.lane_tiles(None, tf.constant(7), 2) == (1024, 256)
+    assert ex.lane_tiles(None, tf.constant(7), 2) == (2048, 256)
     assert ex.lane_tiles(2000, 1000, 2, "GPU") is None
     for n, parts, bound in [(2000, 2, 1024), (5000, 2, 1024), (1000, 1, 256), (999, 4, 64), (1, 3, 8)]:
         t = ex.balanced_tile(n, parts, bound)

@@ -62,7 +62,7 @@ BUDGETS = {"CPU": {"dense_bytes": 1 << 27, "tile_bytes": 1 << 23},
            "GPU": {"dense_bytes": 1 << 30, "tile_bytes": 1 << 26}}
 #: the blocks of the lane layout (:func:`lane_tiles`), per device kind: a compiled
 #: inference forward pass of a weight-free score runs one (batch row, head) lane at a time,
-#: in blocks of at most ``(tile_q, tile_k)`` pairs (``None``: no lane layout). CPU,
+#: in blocks of at most ``(tile_q, tile_k)`` query rows x keys (``None``: no lane layout). CPU,
 #: measured on TNP-D at batch 16, Nc = Nt = 1000 (2 cores, in one process): 1000 x 250
 #: lane blocks 0.64-0.65 s against 0.71-0.73 s for 128 x 64 blocks of every row and head
 #: at once, 0.66 s for 1000 x 500, 0.70-0.71 s for 1000 x 125 and 0.80 s for 500 x 500;
@@ -171,9 +171,10 @@ def choose_tile(q, k, pair_floats=None, tile_size=None, dense_pairs=None, device
     module compiles with XLA (``compiled_inference``; default: whether the current trace is
     one), tiles of at most 128 get key tiles half as long: measured faster for TNP-D (128 x
     64 vs 128 x 128, batch 16) and TE-TNP (batch 1), the same for BSA-TNP at batch 8, while
-    BSA-TNP's 256 x 128 at batch 1 was slower than 256 x 256 (there a weight-free score
-    such as TNP-D's now runs lanes, :func:`lane_tiles`, unless an :func:`options` tile is
-    set; a layer's ``tile_size`` then sets the tiles of its training only). Inside a caller's XLA
+    BSA-TNP's 256 x 128 at batch 1 was slower than 256 x 256. In that compiled inference a
+    weight-free score (TNP-D's) runs the lanes of :func:`lane_tiles` instead unless an
+    :func:`options` tile is set, so for it these tiles (and a layer's ``tile_size``) serve
+    training and the other paths. Inside a caller's XLA
     function (``jit_compile=True``) tiles stay square: there TNP-D's 128 x 64 took 1.7 s
     against 1.3-1.45 s for 128 x 128 (docs/benchmarks.md, run F). Training keeps square
     tiles. An explicit ``tile_size`` (square) wins, and an :func:`options` tile over both.

@@ -378,13 +378,13 @@ def tiled_attend(score_fn, q, k, v, q_pos=None, k_pos=None, key_mask=None, pair_
     compile_forward = _compile_tiles()
     # inference: independent query chunks (a backward pass would re-tile the inputs); a
     # weight-free score runs lane by lane on a CPU, unless options() sets the tiles
-    forward_plan, device = plan, device_kind(q)
-    if _compiled_inference() and plan.shareable() and _override("tile") == _AUTO:
-        lane = lane_tiles(dims(q)[2], dims(k)[2], query_chunks(q.shape[2], 1, device), device)
+    inference, forward_plan, device = _compiled_inference(), plan, device_kind(q)
+    if inference and plan.shareable() and _override("tile") == _AUTO:
+        parts = query_chunks(q.shape[2], 1, device)  # the chunks, were every row a tile
+        lane = lane_tiles(dims(q)[2], dims(k)[2], parts, device)
         if lane is not None:
             forward_plan = dataclasses.replace(plan, tq=lane[0], tk=lane[1], lanes=True)
-    n_chunks = (query_chunks(q.shape[2], forward_plan.tq, device, plan.shareable())
-                if _compiled_inference() else 1)
+    n_chunks = query_chunks(q.shape[2], forward_plan.tq, device, plan.shareable()) if inference else 1
 
     def split(xs):  # run's inputs -> (q, k, v, q positions, k positions)
         qp = list(xs[1:1 + n_qp]) if position_grads else qp_flat

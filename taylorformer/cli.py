@@ -178,6 +178,15 @@ def _cmd_evaluate(args):
                                num_batches=args.batches, split=args.split,
                                checkpoint=args.checkpoint, batch_size=args.batch_size,
                                num_samples=args.samples, consistency=args.consistency)
+    if args.calibration or args.recalibrate:
+        from taylorformer import calibration
+
+        result["calibration"] = calibration.calibrate_run(
+            args.run_dir, task=args.task, task_config=_json_arg(args.task_config, "--task-config"),
+            split=args.split, checkpoint=args.checkpoint, batch_size=args.batch_size,
+            num_batches=args.batches, num_samples=args.calibration_samples,
+            teacher_forced=args.teacher_forced, recalibrate=args.recalibrate,
+            plot=args.calibration_plot or f"{args.run_dir.rstrip('/')}/calibration-{args.split}.png")
     _print_json(result)
     return 0
 
@@ -200,7 +209,8 @@ def _cmd_predict(args):
                                  checkpoint=args.checkpoint, levels=args.quantiles,
                                  num_samples=args.samples, chunk_size=args.chunk_size,
                                  x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
-                                 verbose=1 if sys.stdout.isatty() else 2)
+                                 verbose=1 if sys.stdout.isatty() else 2,
+                                 recalibration=args.recalibration)
     print(f"predictions at {n} point(s) written to {output}")
     return 0
 
@@ -349,6 +359,20 @@ def build_parser():
                            help="autoregressive models: multi-step sampled forecast metrics")
             p.add_argument("--consistency", type=non_negative_int, default=0, metavar="K",
                            help="autoregressive models: std of the log-lik over K target orders")
+            p.add_argument("--calibration", action="store_true",
+                           help="add calibration: PIT histogram, coverage of central intervals, CRPS, "
+                                "sharpness (and a plot; docs/calibration.md)")
+            p.add_argument("--calibration-plot", metavar="PNG",
+                           help="calibration plot path (default RUN_DIR/calibration-SPLIT.png)")
+            p.add_argument("--calibration-samples", type=positive_int, default=100, metavar="S",
+                           help="autoregressive models: forecast paths per window for calibration "
+                                "(default 100)")
+            p.add_argument("--teacher-forced", action="store_true",
+                           help="autoregressive models: assess the teacher-forced conditionals instead "
+                                "of multi-step samples")
+            p.add_argument("--recalibrate", action="store_true",
+                           help="fit a spread scale on the val split, store it in RUN_DIR/calibration.json "
+                                "for predict, report before/after on --split (implies --calibration)")
         else:
             p.add_argument("--out", help="PNG path (default RUN_DIR/predictions.png)")
             p.add_argument("--num-tasks", type=positive_int, default=4)
@@ -376,6 +400,9 @@ def build_parser():
     p.add_argument("--x-columns", type=_names, help="CSV input columns, comma-separated")
     p.add_argument("--y-columns", type=_names, help="CSV output columns of the context, comma-separated")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--recalibration", action=argparse.BooleanOptionalAction, default=True,
+                   help="apply the run's stored recalibration (evaluate --recalibrate), if any "
+                        "(default: on)")
     p.set_defaults(func=_cmd_predict)
 
     from taylorformer.replication import DEFAULT_RESULTS

@@ -193,7 +193,9 @@ def write_predictions(path, query, result):
     """Write ``result`` of :func:`predict_query` (with the query's ``xt``) to ``path``:
     ``.npz`` (arrays by name), ``.nc`` (xarray Dataset over ``task, point, output, level,
     sample``) or ``.csv`` (one task: columns ``x*``, then ``mean_y*``, ``stddev_y*``,
-    ``q<level>_y*``, ``sample<k>_y*`` per output). Written to a temporary file, then renamed."""
+    ``q<level>_y*``, ``sample<k>_y*`` per output). A recalibrated result's ``spread_scale
+    [Dy]`` is written too (``.csv``: a ``spread_scale_y*`` column per output). Written to a
+    temporary file, then renamed."""
     from taylorformer.run_dir import atomic_path
 
     ext = check_format(path, (".npz", ".nc", ".csv"))
@@ -227,6 +229,8 @@ def _frame(arrays, path):
         columns.update({f"q{q:g}_{y}": v for y, v in zip(ys, values[0].T)})
     for k, values in enumerate(arrays.get("samples", ())):
         columns.update({f"sample{k}_{y}": v for y, v in zip(ys, values[0].T)})
+    if "spread_scale" in arrays:  # a recalibrated prediction (taylorformer.calibration)
+        columns.update({f"spread_scale_{y}": s for y, s in zip(ys, arrays["spread_scale"])})
     return pd.DataFrame(columns)
 
 
@@ -235,6 +239,6 @@ def _dataset(arrays):
 
     dims = {"xt": ("task", "point", "input"), "mean": ("task", "point", "output"),
             "stddev": ("task", "point", "output"), "quantiles": ("level", "task", "point", "output"),
-            "samples": ("sample", "task", "point", "output")}
+            "samples": ("sample", "task", "point", "output"), "spread_scale": ("output",)}
     return xr.Dataset({k: (dims[k], v) for k, v in arrays.items() if k in dims},
                       coords={"level": arrays["levels"]})

@@ -131,18 +131,28 @@ def plot_run(run_dir, out=None, task=None, task_config=None, checkpoint="best", 
 
 
 def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels=None,
-                num_samples=0, chunk_size=4096, x_columns=None, y_columns=None, seed=0, verbose=1):
+                num_samples=0, chunk_size=4096, x_columns=None, y_columns=None, seed=0, verbose=1,
+                recalibration=True):
     """Predict with a run's model at the inputs of the file ``inputs`` given the context
     (in ``inputs`` or the file ``context``) and write them to ``output``
     (:mod:`taylorformer.query` has the formats); returns ``(output, number of points)``.
-    Needs only the run's model, never its task's data."""
+    Needs only the run's model, never its task's data. With ``recalibration`` (default),
+    the run's stored spread scale of ``checkpoint`` (``RUN_DIR/calibration.json``, from
+    ``evaluate --recalibrate``), if any, is applied and written as ``spread_scale``
+    (:func:`taylorformer.calibration.apply_spread_scale`)."""
+    from taylorformer.calibration import apply_spread_scale, load_recalibration
+    from taylorformer.checks import check_bool
     from taylorformer.query import DEFAULT_LEVELS, check_format, predict_query, read_query, write_predictions
 
     check_choice("run", "checkpoint", checkpoint, ("best", "model"))
+    check_bool("predict", "recalibration", recalibration)
     check_format(output, (".npz", ".nc", ".csv"))  # a bad output name fails before any work
     query = read_query(inputs, context, x_columns=x_columns, y_columns=y_columns)
+    record = load_recalibration(run_dir, checkpoint) if recalibration else None
     model = RunDirectory(run_dir).load_model(checkpoint)
     result = predict_query(model, query, levels=DEFAULT_LEVELS if levels is None else levels,
                            num_samples=num_samples, chunk_size=chunk_size, seed=seed, verbose=verbose)
+    if record is not None:
+        result = apply_spread_scale(result, record["scale"])
     write_predictions(output, query, result)
     return output, int(np.prod(query["xt"].shape[:2]))

@@ -295,7 +295,8 @@ def collect(model, task, split="test", mode=None, batch_size=16, num_batches=Non
 # ----------------------------------------------------------------------------- the report
 def summarize(marginals, levels=LEVELS, bins=PIT_BINS, seed=0, units=None):
     """The calibration report of a list of :class:`Marginals`, pooled over every observed
-    value: ``num_values``, ``pit`` (``counts`` per bin of ``[0, 1]``, the Kolmogorov-Smirnov
+    value: ``num_values``, ``pit`` (``counts`` per bin of ``[0, 1]``, the ``mean``: 0.5 when
+    calibrated, below where the forecasts run high, above where they run low; the Kolmogorov-Smirnov
     statistic and p-value against U(0, 1): only indicative, values of one task are
     correlated), ``coverage`` (``levels``, ``observed`` fractions inside the central
     intervals, their ``mean_abs_error``), ``crps``, ``sharpness`` (``mean_stddev``,
@@ -323,7 +324,7 @@ def summarize(marginals, levels=LEVELS, bins=PIT_BINS, seed=0, units=None):
     return {
         "num_values": int(pit.size),
         "pit": {"bins": bins, "counts": np.histogram(pit, bins, (0.0, 1.0))[0].tolist(),
-                "ks_statistic": float(ks.statistic), "ks_pvalue": float(ks.pvalue)},
+                "mean": float(pit.mean()), "ks_statistic": float(ks.statistic), "ks_pvalue": float(ks.pvalue)},
         "coverage": {"levels": levels, "observed": covered,
                      "mean_abs_error": float(np.mean(np.abs(np.subtract(covered, levels))))},
         "crps": float(np.concatenate(crps).mean()),

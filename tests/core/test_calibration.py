@@ -168,6 +168,15 @@ def test_spread_scale_moves_quantiles_and_draws_about_the_mean():
     assert out["mean"] is result["mean"] and out["spread_scale"].tolist() == [2.0]
 
 
+def test_importing_calibration_never_changes_the_backend():
+    import subprocess
+    import sys
+
+    code = ("import matplotlib; matplotlib.use('svg'); import taylorformer.calibration, "
+            "taylorformer.plotting.calibration; assert matplotlib.get_backend() == 'svg'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_plot_has_the_pit_histogram_and_the_reliability_curve():
     loc, sd, y = _gaussian(n=2000, factor=1.5)
     m = cal.NormalMarginals(y, _observed(y), loc, sd)

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from scipy import integrate, stats
 
 from taylorformer import calibration as cal
-from taylorformer import cli, training
+from taylorformer import cli
 from taylorformer.errors import RunDirectoryError, SpecError
 from taylorformer.plotting.calibration import plot_calibration
 
@@ -168,15 +168,6 @@ def test_spread_scale_moves_quantiles_and_draws_about_the_mean():
     assert out["mean"] is result["mean"] and out["spread_scale"].tolist() == [2.0]
 
 
-def test_importing_calibration_never_changes_the_backend():
-    import subprocess
-    import sys
-
-    code = ("import matplotlib; matplotlib.use('svg'); import taylorformer.calibration, "
-            "taylorformer.plotting.calibration; assert matplotlib.get_backend() == 'svg'")
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
 def test_plot_has_the_pit_histogram_and_the_reliability_curve():
     loc, sd, y = _gaussian(n=2000, factor=1.5)
     m = cal.NormalMarginals(y, _observed(y), loc, sd)
@@ -194,9 +185,16 @@ def test_plot_has_the_pit_histogram_and_the_reliability_curve():
 # ----------------------------------------------------------------------------- runs and the CLI
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """A run directory as training leaves it (spec, config, best.keras), of an untrained model."""
+    from taylorformer.models import build_model
+    from taylorformer.run_dir import RunDirectory
+
     out = tmp_path_factory.mktemp("cal") / "run"
-    training.train(TINY, "gp", task_config=TASK, out_dir=str(out), steps=6, batch_size=4,
-                   val_every=3, val_batches=1, verbose=0)
+    out.mkdir()
+    model = build_model({**TINY, "dim_x": 1, "dim_y": 1})
+    run_dir = RunDirectory(str(out))
+    run_dir.write_definition(model.spec, {"train": {"batch_size": 4}, "task": "gp", "task_config": TASK})
+    run_dir.save_model(model, "best.keras")
     return out
 
 
@@ -231,6 +229,12 @@ def test_cli_evaluate_calibration_recalibrate_and_predict(run, tmp_path, capsys)
         np.testing.assert_allclose(out[f"q{q:g}_y"], stats.norm.ppf(q, raw["mean_y"], s * raw["stddev_y"]),
                                    rtol=1e-4, atol=1e-5)
     capsys.readouterr()
+    # one-line errors: teacher forcing needs an autoregressive model; the plot is a PNG
+    assert cli.main(["evaluate", str(run), "--batches", "1", "--calibration", "--teacher-forced"]) == 2
+    assert "autoregressive models only" in capsys.readouterr().err
+    assert cli.main(["evaluate", str(run), "--batches", "1", "--calibration", "--calibration-plot",
+                     str(run / "config.json")]) == 2
+    assert "must be a .png path" in capsys.readouterr().err
 
 
 def test_a_recalibration_of_another_model_file_is_refused(tmp_path, run):

@@ -66,6 +66,10 @@ def test_pit_of_draws_from_the_predictive_is_uniform():
     disc = cal.marginals_of_distribution(bern, y_b, _observed(y_b), points, num_draws=20)
     assert disc.discrete and _uniform(disc.pit(rng)) > 0.01
     assert _uniform(np.asarray(bern.cdf(y_b)).ravel()) < 1e-6
+    report = cal.summarize([disc])  # a discrete family has a report but no spread scale
+    np.testing.assert_allclose(report["coverage"]["observed"], cal.LEVELS, atol=0.02)
+    with pytest.raises(SpecError, match="discrete"):
+        cal.fit_spread_scale([disc])
 
 
 def test_miscalibration_shows_in_the_pit_and_the_coverage():
@@ -114,6 +118,23 @@ def test_coverage_of_a_correctly_specified_predictive_is_nominal():
     np.testing.assert_allclose(report["sharpness"]["mean_width"],
                                2 * stats.norm.ppf((1 + np.array(cal.LEVELS)) / 2) * sd.mean(), rtol=1e-9)
     assert report["nll"] == pytest.approx(-stats.norm.logpdf(y, loc, sd).mean())
+
+
+def test_crps_and_sharpness_in_data_units_for_a_standardising_task():
+    class Standardised:
+        std = np.array([3.0])
+
+        def to_original_units(self, y):
+            return y * self.std
+
+    units, label = cal._units(Standardised(), 1)
+    loc, sd, y = _gaussian(n=1000)
+    m = cal.NormalMarginals(y, _observed(y), loc, sd)
+    plain, scaled = cal.summarize([m]), cal.summarize([m], units=units)
+    assert label == "data" and cal._units(object(), 1) == (None, "model")
+    assert scaled["crps"] == pytest.approx(3 * plain["crps"])
+    assert scaled["sharpness"]["mean_stddev"] == pytest.approx(3 * plain["sharpness"]["mean_stddev"])
+    assert scaled["pit"] == plain["pit"] and scaled["nll"] == plain["nll"]
 
 
 def test_unobserved_and_padded_targets_are_left_out():

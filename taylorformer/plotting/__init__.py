@@ -9,6 +9,7 @@ A task picks its plot through :meth:`taylorformer.task.Task.plot` (what
 - :mod:`~taylorformer.plotting.functions`: 1-D predictive bands on a dense grid, 2-D maps.
 - :mod:`~taylorformer.plotting.images`: image completion: context, mean, stddev and samples.
 - :mod:`~taylorformer.plotting.forecasts`: forecasts against dates (history, truth, paths, quantile bands).
+- :mod:`~taylorformer.plotting.calibration`: PIT histogram and reliability diagram of a calibration report.
 """
 from taylorformer.plotting.functions import plot_predictions
 

@@ -249,6 +249,10 @@ def test_cli_evaluate_calibration_recalibrate_and_predict(run, tmp_path, capsys)
     for q in (0.05, 0.5, 0.95):
         np.testing.assert_allclose(out[f"q{q:g}_y"], stats.norm.ppf(q, raw["mean_y"], s * raw["stddev_y"]),
                                    rtol=1e-4, atol=1e-5)
+    assert cli.main(common + ["--output", str(tmp_path / "cal.npz"), "--samples", "3"]) == 0
+    with np.load(tmp_path / "cal.npz") as arrays:
+        assert arrays["spread_scale"].tolist() == pytest.approx([s])
+        np.testing.assert_allclose(arrays["stddev"][0, :, 0], out["stddev_y"], rtol=1e-6)
     capsys.readouterr()
     # one-line errors: teacher forcing needs an autoregressive model; the plot is a PNG
     assert cli.main(["evaluate", str(run), "--batches", "1", "--calibration", "--teacher-forced"]) == 2

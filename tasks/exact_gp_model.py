@@ -21,8 +21,8 @@ class ExactGPModel:
     ``[S, B, Nt, 1]``. ``joint=True`` sets ``causal`` (it then predicts through joint
     samples, as an autoregressive NP does); ``exact_moments=True`` makes the ``S`` draws'
     mean and covariance (ddof 0) those of the posterior exactly (``S > Nt``), so
-    sample-based criteria equal their closed forms. Context points with ``mask_c`` 0 are
-    left out."""
+    sample-based criteria equal their closed forms. Context points with ``mask_c`` 0 or a
+    NaN output are left out."""
 
     dim_y = 1
 
@@ -34,7 +34,9 @@ class ExactGPModel:
 
     def _context(self, batch, b):
         xc, yc = np.asarray(batch["xc"][b], np.float64), np.asarray(batch["yc"][b, :, 0], np.float64)
-        keep = np.asarray(batch["mask_c"][b]) > 0.5 if "mask_c" in batch else np.ones(len(xc), bool)
+        keep = ~np.isnan(yc)  # a NaN output is not observed (taylorformer.batch.with_masks)
+        if "mask_c" in batch:
+            keep &= np.asarray(batch["mask_c"][b]) > 0.5
         return xc[keep], yc[keep]
 
     def compiled_distribution(self, batch):

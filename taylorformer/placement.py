@@ -15,8 +15,8 @@ Two criteria (``criterion=``):
     ``ceil(N x draws x (Nc + k + Nr) / max_points)`` model calls, not ``N``. Conditional
     models give the variances in closed form; autoregressive models estimate them from
     ``num_samples`` joint samples per row (common random numbers: the same seed for every
-    candidate). The context has ``k`` masked slots from the start, so every pass has one
-    shape and the forward pass is traced once.
+    candidate). The context has ``k`` unobserved slots (NaN outputs) from the start, filled
+    one per step, so every pass has one shape and the forward pass is traced once.
 
 ``"region-mean"`` / ``"region-total"`` (models that sample jointly: autoregressive ones)
     The variance of the region's mean (or total) over its points, per output, summed over
@@ -117,23 +117,13 @@ def _joint(model):
     return bool(getattr(model, "causal", False))
 
 
-def _moments(model, batch, num_samples, seed, draws=0):
-    """Predictive ``(mean, variance)`` float64 ``[B, Nt, Dy]`` of ``batch`` (and ``draws``
-    values drawn from it, ``[draws, B, Nt, Dy]``, when asked): closed form for conditional
-    models, from ``num_samples`` joint samples for autoregressive ones."""
-    if _joint(model):
-        samples = np.asarray(model.sample(batch, max(num_samples, draws), seed=seed), np.float64)
-        return samples.mean(0), samples.var(0), samples[:draws]
-    dist = model.compiled_distribution(batch)
-    drawn = np.asarray(dist.sample(draws, seed=seed), np.float64) if draws else None
-    return np.asarray(dist.mean(), np.float64), np.asarray(dist.variance(), np.float64), drawn
-
-
-def _region_variances(model, ctx_x, ctx_y, ctx_mask, slot, points, values, region, rows_per_pass,
-                      num_samples, seed):
+def _region_variances(model, ctx_x, ctx_y, slot, points, values, region, rows_per_pass, num_samples,
+                      seed):
     """Predictive variance ``[R, Nr]`` (summed over outputs) over ``region`` given the
     context with ``points [R, Dx]`` observed as ``values [R, Dy]`` in context slot ``slot``,
-    ``rows_per_pass`` rows per forward pass (the last pass padded to that size: one shape)."""
+    ``rows_per_pass`` rows per forward pass (the last pass padded to that size: one shape).
+    Conditional models: closed form; autoregressive ones: the variance of ``num_samples``
+    joint samples per row, drawn with the same seed for every row."""
     out = []
     for start in range(0, len(points), rows_per_pass):
         x, y = points[start:start + rows_per_pass], values[start:start + rows_per_pass]
@@ -143,12 +133,14 @@ def _region_variances(model, ctx_x, ctx_y, ctx_mask, slot, points, values, regio
             y = np.concatenate([y, np.repeat(y[-1:], rows_per_pass - n, 0)])
         xc = np.repeat(ctx_x[None], rows_per_pass, 0)
         yc = np.repeat(ctx_y[None], rows_per_pass, 0)
-        mask = np.repeat(ctx_mask[None], rows_per_pass, 0)
-        xc[:, slot], yc[:, slot], mask[:, slot] = x, y, 1.0
+        xc[:, slot], yc[:, slot] = x, y
         xt = np.repeat(region[None], rows_per_pass, 0)
-        batch = {"xc": xc, "yc": yc, "mask_c": mask, "xt": xt,
-                 "yt": np.zeros(xt.shape[:2] + (ctx_y.shape[1],), np.float32)}
-        out.append(_moments(model, batch, num_samples, seed)[1].sum(-1)[:n])
+        batch = {"xc": xc, "yc": yc, "xt": xt, "yt": np.zeros(xt.shape[:2] + (ctx_y.shape[1],), np.float32)}
+        if _joint(model):
+            variance = np.asarray(model.sample(batch, num_samples, seed=seed), np.float64).var(0)
+        else:
+            variance = np.asarray(model.compiled_distribution(batch).variance(), np.float64)
+        out.append(variance.sum(-1)[:n])
     return np.concatenate(out)
 
 
@@ -157,31 +149,33 @@ def _place_by_variance(model, candidates, xc, yc, region, k, pseudo_draws, num_s
                        seed, bar):
     """Greedy choice by the summed predictive variance over ``region`` with
     pseudo-observations (see the module docstring)."""
+    from taylorformer.query import predict_query
+
     nc, dim_y = len(xc), yc.shape[1]
-    # k masked slots after the context: filled one per step, so every pass has one shape
+    # k unobserved slots (NaN outputs) after the context, filled one per step: one shape
     ctx_x = np.concatenate([xc, np.zeros((k, xc.shape[1]), np.float32)])
-    ctx_y = np.concatenate([yc, np.zeros((k, dim_y), np.float32)])
-    ctx_mask = np.concatenate([np.ones(nc, np.float32), np.zeros(k, np.float32)])
+    ctx_y = np.concatenate([yc, np.full((k, dim_y), np.nan, np.float32)])
     draws = max(1, pseudo_draws)
     per_row = (nc + k + len(region)) * (num_samples if _joint(model) else 1)
     rows_per_pass = max(1, min(max_points // per_row, len(candidates) * draws))
-
-    def predictive(xt, draws=0):
-        batch = {"xc": ctx_x[None], "yc": ctx_y[None], "mask_c": ctx_mask[None], "xt": xt[None],
-                 "yt": np.zeros((1, len(xt), dim_y), np.float32)}
-        return _moments(model, batch, num_samples, seed, draws)
-
-    before = predictive(region)[1][0].sum(-1)  # [Nr]
-    current, after = float(before.sum()), before
+    # the predictive at every candidate and region point (one shape for all steps), through
+    # predict's path: conditional models in chunks of targets, autoregressive ones sampled
+    everywhere = np.concatenate([candidates, region])[None]
     available = np.ones(len(candidates), bool)
     rows, first = [], None
     for step in range(k):
         idx = np.flatnonzero(available)
-        mean, _, drawn = predictive(candidates[idx], pseudo_draws)
+        now = predict_query(model, {"xc": ctx_x[None], "yc": ctx_y[None], "xt": everywhere}, levels=(0.5,),
+                            num_samples=max(num_samples, pseudo_draws) if _joint(model) else pseudo_draws,
+                            chunk_size=max(1, max_points - nc - k), seed=seed, verbose=0)
+        mean = now["mean"][0]
+        if step == 0:
+            before = after = (np.asarray(now["stddev"][0, len(candidates):], np.float64) ** 2).sum(-1)  # [Nr]
+            current = float(before.sum())
         # pseudo-observations [len(idx), draws, Dy]: the predictive mean, or values drawn from it
-        pseudo = mean[0][:, None] if not pseudo_draws else np.moveaxis(drawn[:, 0], 0, 1)
+        pseudo = mean[idx, None] if not pseudo_draws else np.moveaxis(now["samples"][:pseudo_draws, 0, idx], 0, 1)
         points = np.repeat(candidates[idx], draws, 0)
-        variances = _region_variances(model, ctx_x, ctx_y, ctx_mask, nc + step, points,
+        variances = _region_variances(model, ctx_x, ctx_y, nc + step, points,
                                       pseudo.reshape(-1, dim_y).astype(np.float32), region,
                                       rows_per_pass, num_samples, seed)
         variances = variances.reshape(len(idx), draws, -1).mean(1)  # [len(idx), Nr]
@@ -194,7 +188,7 @@ def _place_by_variance(model, candidates, xc, yc, region, k, pseudo_draws, num_s
         rows.append((chosen, current - totals[best], totals[best]))
         current, after = float(totals[best]), variances[best]
         available[chosen] = False
-        ctx_x[nc + step], ctx_y[nc + step], ctx_mask[nc + step] = candidates[chosen], mean[0][best], 1.0
+        ctx_x[nc + step], ctx_y[nc + step] = candidates[chosen], mean[chosen]
         if bar is not None:
             bar.add(1)
     return rows, float(before.sum()), before, after, first

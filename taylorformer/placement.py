@@ -399,7 +399,8 @@ def place_run(run_dir, candidates, output, context=None, region=None, k=1, crite
     if plot is not None:
         from taylorformer.plotting.placement import plot_placement
 
-        fig = plot_placement(placement, title=f"{model.spec.get('description') or model.name}: "
+        name = str(model.spec.get("description") or model.name).rstrip(".")
+        fig = plot_placement(placement, title=f"{name}: "
                                               f"{k} location(s) by {criterion}")
         with atomic_path(plot) as tmp:
             fig.savefig(tmp, format="png", dpi=110)

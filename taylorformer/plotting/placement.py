@@ -17,11 +17,9 @@ def plot_placement(placement, title=None, ax=None):
     the Figure. Axis labels are the placement's ``x_names``."""
     region = np.asarray(placement.region)
     chosen = placement.table[placement.x_names].to_numpy()
-    label = {"variance": "predictive variance (summed over outputs)",
-             "region-mean": "marginal variance (region-mean criterion)",
-             "region-total": "marginal variance (region-total criterion)"}[placement.criterion]
+    label = "predictive variance"  # summed over outputs (Placement.variance_before)
     if region.shape[1] == 1:
-        fig, ax = _axes(ax, (8, 3.4), 1)
+        fig, ax = _axes(ax, (9, 3.4), 1)
         order = np.argsort(region[:, 0])
         xs = region[order, 0]
         ax.plot(xs, placement.variance_before[order], color="tab:blue", lw=1.5, label="before")
@@ -40,7 +38,7 @@ def plot_placement(placement, title=None, ax=None):
         ax.set_xlabel(placement.x_names[0])
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         if title:
             ax.set_title(title, fontsize=9, pad=14)
         return fig

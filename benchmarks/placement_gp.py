@@ -6,21 +6,25 @@ lengthscale ``--lengthscale``, scale 1, noise 0.05); each has ``--context`` obse
 points (x ~ U[-2, 2], y drawn from the GP), ``--candidates`` candidate inputs
 (x ~ U[-2, 2]) and a region of 64 grid points on [-2, 2]; ``--k`` points are chosen by
 
-* ``np-greedy``: :func:`taylorformer.placement.place` with the run's model (criterion
-  ``variance``, the predictive mean as the pseudo-observation);
+* ``np-greedy``: :func:`taylorformer.placement.place` with the run's model and
+  ``--criterion`` (``variance``: the predictive mean as the pseudo-observation;
+  ``region-mean``, for autoregressive models: ``--samples`` joint samples);
 * ``random``: ``k`` candidates uniformly without replacement (``--random-draws`` draws
   per scenario, averaged);
 * ``gp-greedy``: the closed-form greedy choice of the exact GP
   (:func:`taylorformer.tasks.exact_gp_model.greedy_gp_placement`), the best greedy can do.
 
-Every placement is scored by the same independent yardstick: the exact GP's summed
-posterior variance over the region after its first j points (j = 1..k; a GP's posterior
-variance does not depend on the values observed). Also printed: the NP's own estimate of
-that variance after its k points, and how often its first point is the GP's.
+Every placement is scored by the same independent yardstick: the exact GP's criterion
+after its first j points (j = 1..k): the summed posterior variance over the region, or the
+variance of the region's mean (a GP's posterior variance does not depend on the values
+observed). Also printed: the NP's own estimate of it after its k points, and how often
+its first point is the GP's. ``--figure`` draws scenario 0's maps (the NP's placement
+above the exact GP's).
 ``--example DIR`` writes scenario 0 as files for ``taylorformer place``
 (``candidates.csv``, ``context.csv``, ``region.csv``).
 
     .venv/bin/python benchmarks/placement_gp.py RUN_DIR
+    .venv/bin/python benchmarks/placement_gp.py AR_RUN_DIR --criterion region-mean
 """
 import argparse
 import json
@@ -34,18 +38,14 @@ import pandas as pd  # noqa: E402
 
 from taylorformer.placement import place  # noqa: E402
 from taylorformer.run_dir import RunDirectory  # noqa: E402
-from taylorformer.tasks.exact_gp_model import ExactGPModel, greedy_gp_placement  # noqa: E402
-from taylorformer.tasks.gaussian_process import gp_predictive  # noqa: E402
+from taylorformer.tasks.exact_gp_model import ExactGPModel, criterion_value, greedy_gp_placement  # noqa: E402
 
 
-def remaining(gp, xc, chosen, region):
-    """The exact GP's summed posterior variance over ``region`` after the first j of
-    ``chosen``, j = 0..len(chosen): ``[len(chosen) + 1]``."""
-    out = []
-    for j in range(len(chosen) + 1):
-        x = np.concatenate([xc, chosen[:j]])
-        out.append(float(np.sum(gp_predictive(x, np.zeros(len(x)), region, **gp.params)[1] ** 2)))
-    return np.array(out)
+def remaining(gp, xc, chosen, region, criterion):
+    """The exact GP's criterion after the first j of ``chosen``, j = 0..len(chosen):
+    ``[len(chosen) + 1]``."""
+    return np.array([criterion_value(gp, np.concatenate([xc, chosen[:j]]), region, criterion)
+                     for j in range(len(chosen) + 1)])
 
 
 def figure(path, np_result, gp_result):
@@ -56,7 +56,7 @@ def figure(path, np_result, gp_result):
 
     fig = Figure(figsize=(9, 5.6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True)
-    plot_placement(np_result, ax=top, title=f"trained TNP-D: {len(np_result.table)} points by variance")
+    plot_placement(np_result, ax=top, title=f"trained NP: {len(np_result.table)} points by {np_result.criterion}")
     plot_placement(gp_result, ax=bottom, title="exact GP (the closed-form greedy choice)")
     top.set_xlabel("")
     fig.savefig(path, dpi=100)
@@ -73,6 +73,8 @@ def main():
     parser.add_argument("--lengthscale", type=float, default=0.5)
     parser.add_argument("--random-draws", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--criterion", default="variance", choices=["variance", "region-mean"])
+    parser.add_argument("--samples", type=int, default=64, help="joint samples (autoregressive models)")
     parser.add_argument("--example", help="write scenario 0's files for `taylorformer place` here")
     parser.add_argument("--figure", help="PNG: scenario 0's maps, the NP's placement above the exact GP's")
     args = parser.parse_args()
@@ -95,29 +97,33 @@ def main():
                                                                 index=False)
             pd.DataFrame({"x": region[:, 0]}).to_csv(os.path.join(args.example, "region.csv"), index=False)
         start = time.perf_counter()
-        result = place(model, cand, (xc, yc), region=region, k=args.k, seed=s)
+        result = place(model, cand, (xc, yc), region=region, k=args.k, seed=s, criterion=args.criterion,
+                       num_samples=args.samples)
         seconds.append(time.perf_counter() - start)
         if s == 0 and args.figure:
-            figure(args.figure, result, place(gp, cand, (xc, yc), region=region, k=args.k))
+            exact = ExactGPModel(lengthscale=args.lengthscale, noise=0.05, joint=args.criterion != "variance",
+                                 exact_moments=True)
+            figure(args.figure, result, place(exact, cand, (xc, yc), region=region, k=args.k,
+                                              criterion=args.criterion, num_samples=1000))
         own.append(result.table["remaining"].iloc[-1])
-        scores["np-greedy"].append(remaining(gp, xc, cand[result.table["candidate"]], region))
-        indices, _, _ = greedy_gp_placement(gp, cand, args.k, xc, region)
-        scores["gp-greedy"].append(remaining(gp, xc, cand[indices], region))
+        scores["np-greedy"].append(remaining(gp, xc, cand[result.table["candidate"]], region, args.criterion))
+        indices, _, _ = greedy_gp_placement(gp, cand, args.k, xc, region, args.criterion)
+        scores["gp-greedy"].append(remaining(gp, xc, cand[indices], region, args.criterion))
         same_first += int(indices[0] == result.table["candidate"].iloc[0])
         scores["random"].append(np.mean([remaining(gp, xc, cand[rng.choice(len(cand), args.k, replace=False)],
-                                                   region) for _ in range(args.random_draws)], 0))
+                                                   region, args.criterion) for _ in range(args.random_draws)], 0))
     table = {name: np.array(values) for name, values in scores.items()}
     beats = np.mean(table["np-greedy"][:, -1] < table["random"][:, -1])
     print(f"{args.scenarios} scenarios, Nc={args.context}, {args.candidates} candidates, region 64 points, "
-          f"lengthscale {args.lengthscale}; exact-GP summed variance over the region (mean +- stderr)")
+          f"lengthscale {args.lengthscale}; the exact GP's {args.criterion} criterion (mean +- stderr)")
     print("| points placed | " + " | ".join(table) + " |")
     print("|---|" + "---|" * len(table))
     for j in range(args.k + 1):
-        cells = [f"{v[:, j].mean():.2f} +- {v[:, j].std(ddof=1) / np.sqrt(len(v)):.2f}" for v in table.values()]
+        cells = [f"{v[:, j].mean():.4g} +- {v[:, j].std(ddof=1) / np.sqrt(len(v)):.2g}" for v in table.values()]
         print(f"| {j} | " + " | ".join(cells) + " |")
     print(f"np-greedy below random after {args.k} points in {beats:.0%} of scenarios; its first point is the "
           f"GP's in {same_first}/{args.scenarios}; the NP's own estimate of its remaining variance: "
-          f"{np.mean(own):.2f} (exact GP: {table['np-greedy'][:, -1].mean():.2f}); place() took "
+          f"{np.mean(own):.4g} (exact GP: {table['np-greedy'][:, -1].mean():.4g}); place() took "
           f"{np.median(seconds):.2f} s (median; first call {seconds[0]:.2f} s with tracing)")
     print(json.dumps({"mean": {k: v.mean(0).round(4).tolist() for k, v in table.items()},
                       "np_beats_random": float(beats), "same_first": same_first,

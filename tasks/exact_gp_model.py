@@ -73,26 +73,31 @@ class ExactGPModel:
         return np.stack(out, 1)[..., None].astype(np.float32)
 
 
+def criterion_value(model, observed_x, region, criterion="variance"):
+    """The placement criterion of the GP of ``model`` (an :class:`ExactGPModel`) after
+    observing at ``observed_x [n, Dx]``: ``"variance"``, the summed posterior variance over
+    ``region [Nr, Dx]``; ``"region-mean"`` / ``"region-total"``, the variance of the
+    region's mean / total (noisy outputs, as a model's samples are)."""
+    observed_x = np.asarray(observed_x, np.float64)
+    if criterion == "variance":
+        return float(np.sum(gp_predictive(observed_x, np.zeros(len(observed_x)), region, **model.params)[1] ** 2))
+    cov = model.posterior(observed_x, np.zeros(len(observed_x)), region)[1]
+    return float(cov.sum() / (len(region) ** 2 if criterion == "region-mean" else 1.0))
+
+
 def greedy_gp_placement(model, candidates, k, context_x=None, region=None, criterion="variance"):
     """The closed-form greedy choice of ``k`` of ``candidates [N, Dx]`` for the GP of
-    ``model`` (an :class:`ExactGPModel`): each step the candidate after which the
-    criterion is least (``"variance"``: the summed posterior variance over ``region``;
-    ``"region-mean"`` / ``"region-total"``: the variance of the region's mean / total),
-    context ``context_x [Nc, Dx]``. Returns ``(indices [k], remaining [k], initial)``."""
+    ``model`` (an :class:`ExactGPModel`): each step the candidate after which
+    :func:`criterion_value` is least, context ``context_x [Nc, Dx]``. Returns ``(indices
+    [k], remaining [k], initial)``."""
     candidates = np.asarray(candidates, np.float64)
     region = candidates if region is None else np.asarray(region, np.float64)
     observed = np.zeros((0, candidates.shape[1])) if context_x is None else np.asarray(context_x, np.float64)
-
-    def criterion_after(x):
-        if criterion == "variance":
-            return float(np.sum(gp_predictive(x, np.zeros(len(x)), region, **model.params)[1] ** 2))
-        cov = model.posterior(x, np.zeros(len(x)), region)[1]
-        return float(cov.sum() / (len(region) ** 2 if criterion == "region-mean" else 1.0))
-
-    initial, chosen, remaining = criterion_after(observed), [], []
+    initial, chosen, remaining = criterion_value(model, observed, region, criterion), [], []
     for _ in range(k):
         left = [i for i in range(len(candidates)) if i not in chosen]
-        values = [criterion_after(np.concatenate([observed, candidates[i:i + 1]])) for i in left]
+        values = [criterion_value(model, np.concatenate([observed, candidates[i:i + 1]]), region, criterion)
+                  for i in left]
         best = left[int(np.argmin(values))]
         chosen.append(best)
         remaining.append(min(values))

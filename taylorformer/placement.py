@@ -216,12 +216,15 @@ def _place_by_region_statistic(model, candidates, xc, yc, region, k, statistic, 
     def cov(a, b):  # [S, ..., Dy] x [S, ..., Dy] -> [..., Dy, Dy] (ddof 0)
         return np.einsum("s...i,s...j->...ij", a, b) / len(a)
 
+    # a ridge for candidates whose remaining variance is ~0 (a location already explained)
+    ridge = 1e-9 * max(float(np.mean(obs ** 2)), 1e-30) * np.eye(dim_y)
+
     def after_each(cols, idx):
         """Variance of the statistic (trace over outputs) after observing each candidate in idx."""
         z, c = cols[:, -1], cols[:, idx]                          # [S, Dy], [S, M, Dy]
         var_z = np.trace(cov(z, z))
         c_zc = np.einsum("si,smj->mij", z, c) / len(z)            # Cov(Z, y_c) [M, Dy, Dy]
-        c_cc = cov(c, c)                                          # [M, Dy, Dy]
+        c_cc = cov(c, c) + ridge                                  # [M, Dy, Dy]
         explained = np.einsum("mij,mji->m", c_zc, np.linalg.solve(c_cc, np.swapaxes(c_zc, 1, 2)))
         return var_z - explained
 
@@ -241,7 +244,7 @@ def _place_by_region_statistic(model, candidates, xc, yc, region, k, statistic, 
         current = float(totals[best])
         available[chosen] = False
         c = cols[:, chosen]                                       # regress y_c out of every column
-        beta = np.linalg.solve(cov(c, c), np.einsum("si,smj->mij", c, cols) / len(c))  # [M, Dy, Dy]
+        beta = np.linalg.solve(cov(c, c) + ridge, np.einsum("si,smj->mij", c, cols) / len(c))  # [M, Dy, Dy]
         cols = cols - np.einsum("si,mij->smj", c, beta)
         if bar is not None:
             bar.add(1)

@@ -415,7 +415,7 @@ def build_parser():
     p.add_argument("--plot", metavar="PNG", help="draw the map here")
     from taylorformer.placement import CRITERIA, DEFAULT_MAX_POINTS, DEFAULT_SAMPLES
 
-    p.add_argument("--criterion", choices=CRITERIA, default="variance")
+    p.add_argument("--criterion", choices=CRITERIA, default="variance", help="what to reduce (default variance; see below)")
     p.add_argument("--pseudo-draws", type=non_negative_int, default=0, metavar="M",
                    help="criterion variance: average over M drawn values (default 0: the predictive mean)")
     p.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES,

@@ -48,6 +48,31 @@ def test_joint_sample_criteria_equal_the_closed_form_gp_choice(criterion):
     np.testing.assert_allclose(result.initial, initial, rtol=1e-5)
 
 
+class _TwoOutputGP(ExactGPModel):
+    """Two independent outputs, each the GP, drawn with exact moments together (so their
+    sample cross-covariance is exactly 0): the criteria are twice the one-output GP's."""
+
+    dim_y = 2
+
+    def sample(self, batch, num_samples=1, seed=None):
+        white = np.random.default_rng(seed).standard_normal((num_samples, 2 * batch["xt"].shape[1]))
+        white -= white.mean(0)
+        white = white @ np.linalg.inv(np.linalg.cholesky(white.T @ white / num_samples)).T
+        mean, cov = self.posterior(*self._context(batch, 0), np.asarray(batch["xt"][0], np.float64))
+        chol, n = np.linalg.cholesky(cov), len(mean)
+        draws = np.stack([mean + white[:, :n] @ chol.T, mean + white[:, n:] @ chol.T], -1)
+        return draws[:, None].astype(np.float32)
+
+
+def test_joint_criteria_with_two_outputs_sum_over_them():
+    cand, xc, yc, region = _setup(n=25, nr=30)
+    one = greedy_gp_placement(ExactGPModel(lengthscale=0.4), cand, 4, xc, region, criterion="region-mean")
+    result = place(_TwoOutputGP(lengthscale=0.4, joint=True), cand, (xc, np.c_[yc, -yc]), region=region, k=4,
+                   criterion="region-mean", num_samples=300)
+    np.testing.assert_array_equal(result.table["candidate"], one[0])
+    np.testing.assert_allclose(result.table["remaining"], 2 * one[1], rtol=1e-3)
+
+
 def test_joint_criterion_from_plain_draws_estimates_the_closed_form():
     cand, xc, yc, region = _setup(n=20)
     gp = ExactGPModel(lengthscale=0.4, joint=True)
@@ -170,6 +195,22 @@ def test_cli_end_to_end_csv_files_and_a_map(run_2d, tmp_path, capsys):
     np.testing.assert_allclose(table["remaining"], expected.table["remaining"], rtol=1e-4)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "3 location(s) written to" in capsys.readouterr().out
+
+
+def test_cli_reads_the_context_from_an_npz_candidates_file(run_2d, tmp_path, capsys):
+    import xarray as xr
+
+    model, run_dir = run_2d
+    rng = np.random.default_rng(4)
+    arrays = {"xt": rng.uniform(-2, 2, (9, 2)), "xc": rng.uniform(-2, 2, (4, 2)), "yc": rng.normal(size=(4, 2))}
+    np.savez(tmp_path / "cand.npz", **{k: v.astype(np.float32) for k, v in arrays.items()})
+    code = main(["place", str(run_dir), "--checkpoint", "model", "--candidates", str(tmp_path / "cand.npz"),
+                 "--k", "2", "--output", str(tmp_path / "out.nc")])
+    assert code == 0, capsys.readouterr().err
+    expected = place(model, arrays["xt"], (arrays["xc"], arrays["yc"]), k=2)
+    with xr.open_dataset(tmp_path / "out.nc") as back:
+        np.testing.assert_array_equal(back["candidate"].values, expected.table["candidate"])
+        np.testing.assert_allclose(back["x"].values, expected.table[["x0", "x1"]], rtol=1e-6)
 
 
 def test_cli_refuses_to_overwrite_inputs_or_run_files_in_one_line(run_2d, tmp_path, capsys):

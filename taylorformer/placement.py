@@ -46,6 +46,8 @@ from taylorformer.errors import BatchError, SpecError
 CRITERIA = ("variance", "region-mean", "region-total")
 #: tokens (rows x (context + targets)) per forward pass when scoring candidates
 DEFAULT_MAX_POINTS = 1 << 16
+#: the table's columns after the inputs
+TABLE_COLUMNS = ("order", "candidate", "acquisition", "remaining")
 #: joint samples per row (autoregressive models)
 DEFAULT_SAMPLES = 64
 
@@ -278,8 +280,9 @@ def place(model, candidates, context=None, region=None, k=1, criterion="variance
     if k > len(candidates):
         raise BatchError(f"place: k={k} locations asked of {len(candidates)} candidate(s)")
     names = list(x_names) if x_names is not None else (["x"] if dim_x == 1 else [f"x{i}" for i in range(dim_x)])
-    if len(names) != dim_x:
-        raise BatchError(f"place: {len(names)} x_names for inputs of dim {dim_x}")
+    if len(names) != dim_x or len(set(names)) != dim_x or set(names) & set(TABLE_COLUMNS):
+        raise BatchError(f"place: x_names must be {dim_x} distinct name(s), none of {list(TABLE_COLUMNS)}, "
+                         f"got {names}")
     bar = None
     if verbose:
         import keras
@@ -314,7 +317,7 @@ def write_placement(path, placement):
     ext = check_format(path, (".npz", ".nc", ".csv"))
     table = placement.table
     arrays = {"x": table[placement.x_names].to_numpy(), "initial": np.float64(placement.initial),
-              **{key: table[key].to_numpy() for key in ("order", "candidate", "acquisition", "remaining")}}
+              **{key: table[key].to_numpy() for key in TABLE_COLUMNS}}
     with atomic_path(path) as tmp:
         if ext == ".csv":
             table.to_csv(tmp, index=False)
@@ -325,8 +328,7 @@ def write_placement(path, placement):
             import xarray as xr
 
             data = xr.Dataset({"x": (("rank", "input"), arrays["x"]),
-                               **{key: ("rank", arrays[key]) for key in ("order", "candidate", "acquisition",
-                                                                         "remaining")}},
+                               **{key: ("rank", arrays[key]) for key in TABLE_COLUMNS}},
                               coords={"input": placement.x_names},
                               attrs={"criterion": placement.criterion, "initial": placement.initial})
             data.to_netcdf(tmp)

@@ -144,6 +144,8 @@ def test_bad_arguments_name_the_problem():
         place(gp, cand, region=np.zeros((3, 2)), k=1)
     with pytest.raises(SpecError, match="criterion"):
         place(gp, cand, k=1, criterion="entropy")
+    with pytest.raises(BatchError, match="x_names must be 1 distinct name"):
+        place(gp, cand, k=1, x_names=["order"])
 
 
 @pytest.mark.parametrize("ext", [".csv", ".npz", ".nc"])

@@ -205,15 +205,19 @@ def _cmd_predict(args):
     return 0
 
 
+#: ``taylorformer place --criterion`` (:data:`taylorformer.placement.CRITERIA`)
+PLACEMENT_CRITERIA = ("variance", "region-mean", "region-total")
+
+
 def _cmd_place(args):
     from taylorformer import placement
 
+    given = {k: v for k, v in (("num_samples", args.samples), ("max_points", args.max_points)) if v is not None}
     result = placement.place_run(args.run_dir, args.candidates, args.output, context=args.context,
                                  region=args.region, k=args.k, criterion=args.criterion,
                                  checkpoint=args.checkpoint, pseudo_draws=args.pseudo_draws,
-                                 num_samples=args.samples, max_points=args.max_points,
                                  x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
-                                 plot=args.plot, verbose=1 if sys.stdout.isatty() else 2)
+                                 plot=args.plot, verbose=1 if sys.stdout.isatty() else 2, **given)
     print(f"{result.criterion} over the region: {result.initial:.6g} before")
     print(result.table.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
     print(f"{len(result.table)} location(s) written to {args.output}"
@@ -413,15 +417,15 @@ def build_parser():
     p.add_argument("--k", type=positive_int, required=True, metavar="N", help="locations to choose")
     p.add_argument("--output", required=True, metavar="FILE", help="where to write the chosen locations")
     p.add_argument("--plot", metavar="PNG", help="draw the map here")
-    from taylorformer.placement import CRITERIA, DEFAULT_MAX_POINTS, DEFAULT_SAMPLES
-
-    p.add_argument("--criterion", choices=CRITERIA, default="variance", help="what to reduce (default variance; see below)")
+    # taylorformer.placement's CRITERIA and defaults, spelled out: --help imports no NumPy
+    p.add_argument("--criterion", choices=PLACEMENT_CRITERIA, default="variance",
+                   help="what to reduce (default variance; see below)")
     p.add_argument("--pseudo-draws", type=non_negative_int, default=0, metavar="M",
                    help="criterion variance: average over M drawn values (default 0: the predictive mean)")
-    p.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES,
-                   help=f"joint samples, autoregressive models (default {DEFAULT_SAMPLES})")
-    p.add_argument("--max-points", type=positive_int, default=DEFAULT_MAX_POINTS,
-                   help=f"tokens per forward pass: the memory bound (default {DEFAULT_MAX_POINTS})")
+    p.add_argument("--samples", type=positive_int, default=None,
+                   help="joint samples, autoregressive models (default 64)")
+    p.add_argument("--max-points", type=positive_int, default=None,
+                   help="tokens per forward pass: the memory bound (default 65536)")
     p.add_argument("--checkpoint", choices=["best", "model"], default="best")
     p.add_argument("--x-columns", type=_names, help="CSV input columns, comma-separated")
     p.add_argument("--y-columns", type=_names, help="CSV output columns of the context, comma-separated")

@@ -215,6 +215,16 @@ def test_cli_reads_the_context_from_an_npz_candidates_file(run_2d, tmp_path, cap
         np.testing.assert_allclose(back["x"].values, expected.table[["x0", "x1"]], rtol=1e-6)
 
 
+def test_cli_spells_out_the_criteria_and_defaults_of_the_module(capsys):
+    from taylorformer import cli, placement
+
+    assert cli.PLACEMENT_CRITERIA == placement.CRITERIA
+    with pytest.raises(SystemExit):
+        main(["place", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"(default {placement.DEFAULT_SAMPLES})" in text and f"(default {placement.DEFAULT_MAX_POINTS})" in text
+
+
 def test_cli_refuses_to_overwrite_inputs_or_run_files_in_one_line(run_2d, tmp_path, capsys):
     _, run_dir = run_2d
     cand = tmp_path / "cand.npz"

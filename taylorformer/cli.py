@@ -1,4 +1,4 @@
-"""The ``taylorformer`` command line: plugins, train, evaluate, plot, predict, replicate.
+"""The ``taylorformer`` command line: plugins, train, evaluate, plot, predict, place, replicate.
 
 A library error (and a bad file or value given by the user) is one line ``error: ...`` on
 stderr with exit code 2, as is a bad argument; any other exception is one line with exit
@@ -215,6 +215,26 @@ def _cmd_predict(args):
     return 0
 
 
+#: ``taylorformer place --criterion`` (:data:`taylorformer.placement.CRITERIA`)
+PLACEMENT_CRITERIA = ("variance", "region-mean", "region-total")
+
+
+def _cmd_place(args):
+    from taylorformer import placement
+
+    given = {k: v for k, v in (("num_samples", args.samples), ("max_points", args.max_points)) if v is not None}
+    result = placement.place_run(args.run_dir, args.candidates, args.output, context=args.context,
+                                 region=args.region, k=args.k, criterion=args.criterion,
+                                 checkpoint=args.checkpoint, pseudo_draws=args.pseudo_draws,
+                                 x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
+                                 plot=args.plot, verbose=1 if sys.stdout.isatty() else 2, **given)
+    print(f"{result.criterion} over the region: {result.initial:.6g} before")
+    print(result.table.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+    print(f"{len(result.table)} location(s) written to {args.output}"
+          + (f"; map: {args.plot}" if args.plot else ""))
+    return 0
+
+
 def budget(text):
     """An argparse type: ``paper``, ``small`` or a number of training steps >= 1."""
     if text in ("paper", "small"):
@@ -404,6 +424,40 @@ def build_parser():
                    help="apply the run's stored recalibration (evaluate --recalibrate), if any "
                         "(default: on)")
     p.set_defaults(func=_cmd_predict)
+
+    p = command("place", help="choose where to observe next (sensor placement) with a trained run",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Choose --k of the candidate inputs greedily, each the one whose observation "
+                            "most reduces the\nuncertainty over the region (default: the candidates) "
+                            "given the context and the points\nchosen before (docs/placement.md).",
+                epilog="Criteria: variance (any model: the summed predictive variance over the region, "
+                       "a candidate\npseudo-observed at its predictive mean, or averaged over "
+                       "--pseudo-draws values);\nregion-mean, region-total (autoregressive models: the "
+                       "variance of the region's mean/total,\nfrom joint samples). Files as for "
+                       "predict; output columns: the inputs, order, candidate,\nacquisition "
+                       "(reduction), remaining (criterion left).")
+    p.add_argument("run_dir")
+    p.add_argument("--candidates", required=True, metavar="FILE",
+                   help="candidate inputs (as predict's --input; an .npz/.nc may hold the context)")
+    p.add_argument("--context", metavar="FILE", help="observations so far (default: none)")
+    p.add_argument("--region", metavar="FILE", help="inputs where the uncertainty counts (default: the candidates)")
+    p.add_argument("--k", type=positive_int, required=True, metavar="N", help="locations to choose")
+    p.add_argument("--output", required=True, metavar="FILE", help="where to write the chosen locations")
+    p.add_argument("--plot", metavar="PNG", help="draw the map here")
+    # taylorformer.placement's CRITERIA and defaults, spelled out: --help imports no NumPy
+    p.add_argument("--criterion", choices=PLACEMENT_CRITERIA, default="variance",
+                   help="what to reduce (default variance; see below)")
+    p.add_argument("--pseudo-draws", type=non_negative_int, default=0, metavar="M",
+                   help="criterion variance: average over M drawn values (default 0: the predictive mean)")
+    p.add_argument("--samples", type=positive_int, default=None,
+                   help="joint samples, autoregressive models (default 64)")
+    p.add_argument("--max-points", type=positive_int, default=None,
+                   help="tokens per forward pass: the memory bound (default 65536)")
+    p.add_argument("--checkpoint", choices=["best", "model"], default="best")
+    p.add_argument("--x-columns", type=_names, help="CSV input columns, comma-separated")
+    p.add_argument("--y-columns", type=_names, help="CSV output columns of the context, comma-separated")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_place)
 
     from taylorformer.replication import DEFAULT_RESULTS
 

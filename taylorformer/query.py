@@ -104,6 +104,26 @@ def read_query(path, context=None, x_columns=None, y_columns=None):
     return _as_batch(query, path)
 
 
+def read_inputs(path, x_columns=None):
+    """The inputs ``xt`` float32 ``[B, N, Dx]`` of the file ``path`` alone, read as
+    :func:`read_query` reads its inputs file (for a caller with no context, e.g.
+    ``taylorformer place``'s candidates)."""
+    if not os.path.isfile(path):
+        raise BatchError(f"inputs file {path} does not exist")
+    ext = check_format(path)
+    if ext == ".csv":
+        import pandas as pd
+
+        found = {"xt": _columns(pd.read_csv(path), path, x_columns, "x")}
+    elif ext == ".npy":
+        found = {"xt": np.load(path, allow_pickle=False)}
+    else:
+        found = _read_arrays(path, ("xt",))
+    if "xt" not in found:
+        raise BatchError(f"{path}: no 'xt' (the inputs)")
+    return _as_batch(found, path)["xt"]
+
+
 def _as_batch(query, where):
     out = {}
     for key, value in query.items():

@@ -1,0 +1,264 @@
+"""Sensor placement (``taylorformer.placement``, ``taylorformer place``): on an exact GP the
+greedy choice equals the closed-form greedy one (its posterior variance does not depend on
+the values observed); candidates are scored in batches, not one model call each; masked
+context slots and chunking change nothing; files round-trip; bad input is one error line."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from taylorformer.cli import main
+from taylorformer.errors import BatchError, SpecError
+from taylorformer.models import build_model
+from taylorformer.placement import place, write_placement
+from taylorformer.tasks.exact_gp_model import ExactGPModel, greedy_gp_placement
+
+TINY = {"encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}, "head": {"width": 16}}
+
+
+def _setup(dim_x=1, n=40, nc=5, nr=50, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-2, 2, (n, dim_x)), rng.uniform(-2, 2, (nc, dim_x)), rng.normal(size=(nc, 1)),
+            rng.uniform(-2, 2, (nr, dim_x)))
+
+
+@pytest.mark.parametrize("dim_x, max_points, pseudo_draws", [(1, 10**6, 0), (1, 200, 3), (2, 500, 0)])
+def test_greedy_variance_equals_the_closed_form_gp_choice(dim_x, max_points, pseudo_draws):
+    cand, xc, yc, region = _setup(dim_x)
+    gp = ExactGPModel(lengthscale=0.4, dim_x=dim_x)
+    result = place(gp, cand, (xc, yc), region=region, k=6, max_points=max_points, pseudo_draws=pseudo_draws)
+    indices, remaining, initial = greedy_gp_placement(gp, cand, 6, xc, region)
+    np.testing.assert_array_equal(result.table["candidate"], indices)
+    np.testing.assert_allclose(result.table[["x", ] if dim_x == 1 else ["x0", "x1"]], cand[indices], rtol=1e-6)
+    np.testing.assert_allclose(result.table["remaining"], remaining, rtol=1e-4)
+    np.testing.assert_allclose(result.initial, initial, rtol=1e-5)
+    np.testing.assert_allclose(result.table["acquisition"], -np.diff(np.r_[initial, remaining]), rtol=1e-3)
+    np.testing.assert_array_equal(result.table["order"], np.arange(1, 7))
+
+
+@pytest.mark.parametrize("criterion", ["region-mean", "region-total"])
+def test_joint_sample_criteria_equal_the_closed_form_gp_choice(criterion):
+    """Draws whose mean and covariance are the posterior's exactly: the sample-based linear
+    conditioning is then the exact Gaussian one, and the choice the closed-form one."""
+    cand, xc, yc, region = _setup()
+    gp = ExactGPModel(lengthscale=0.4, joint=True, exact_moments=True)
+    result = place(gp, cand, (xc, yc), region=region, k=6, criterion=criterion, num_samples=400)
+    indices, remaining, initial = greedy_gp_placement(gp, cand, 6, xc, region, criterion=criterion)
+    np.testing.assert_array_equal(result.table["candidate"], indices)
+    np.testing.assert_allclose(result.table["remaining"], remaining, rtol=1e-3)
+    np.testing.assert_allclose(result.initial, initial, rtol=1e-5)
+
+
+class _TwoOutputGP(ExactGPModel):
+    """Two independent outputs, each the GP, drawn with exact moments together (so their
+    sample cross-covariance is exactly 0): the criteria are twice the one-output GP's."""
+
+    dim_y = 2
+
+    def sample(self, batch, num_samples=1, seed=None):
+        white = np.random.default_rng(seed).standard_normal((num_samples, 2 * batch["xt"].shape[1]))
+        white -= white.mean(0)
+        white = white @ np.linalg.inv(np.linalg.cholesky(white.T @ white / num_samples)).T
+        mean, cov = self.posterior(*self._context(batch, 0), np.asarray(batch["xt"][0], np.float64))
+        chol, n = np.linalg.cholesky(cov), len(mean)
+        draws = np.stack([mean + white[:, :n] @ chol.T, mean + white[:, n:] @ chol.T], -1)
+        return draws[:, None].astype(np.float32)
+
+
+def test_joint_criteria_with_two_outputs_sum_over_them():
+    cand, xc, yc, region = _setup(n=25, nr=30)
+    one = greedy_gp_placement(ExactGPModel(lengthscale=0.4), cand, 4, xc, region, criterion="region-mean")
+    result = place(_TwoOutputGP(lengthscale=0.4, joint=True), cand, (xc, np.c_[yc, -yc]), region=region, k=4,
+                   criterion="region-mean", num_samples=300)
+    np.testing.assert_array_equal(result.table["candidate"], one[0])
+    np.testing.assert_allclose(result.table["remaining"], 2 * one[1], rtol=1e-3)
+
+
+def test_joint_criterion_from_plain_draws_estimates_the_closed_form():
+    cand, xc, yc, region = _setup(n=20)
+    gp = ExactGPModel(lengthscale=0.4, joint=True)
+    result = place(gp, cand, (xc, yc), region=region, k=1, criterion="region-mean", num_samples=20000)
+    exact = [greedy_gp_placement(gp, cand[i:i + 1], 1, xc, region, criterion="region-mean")
+             for i in range(len(cand))]
+    reduction = np.array([init - rem[0] for _, rem, init in exact])
+    np.testing.assert_allclose(result.first_acquisition, reduction, rtol=0.1, atol=0.02 * reduction.max())
+    assert result.table["candidate"][0] == int(np.argmax(reduction))
+
+
+class _Counting(ExactGPModel):
+    calls = 0
+
+    def compiled_distribution(self, batch):
+        self.calls += 1
+        return super().compiled_distribution(batch)
+
+
+def test_candidates_are_scored_in_batches_not_one_call_each():
+    cand, xc, yc, region = _setup(n=40, nr=20)
+    gp = _Counting(lengthscale=0.4)
+    k, rows = 3, 10  # (Nc + k + Nr) * rows tokens per pass
+    place(gp, cand, (xc, yc), region=region, k=k, max_points=(5 + k + 20) * rows)
+    # per step: the predictive at every point (pseudo-values) + ceil(remaining candidates / rows)
+    assert gp.calls == sum(1 + -(-(40 - step) // rows) for step in range(k))
+
+
+@pytest.fixture(scope="module")
+def np_model():
+    return build_model({"preset": "tnp-d", "dim_x": 1, "dim_y": 1, **TINY})
+
+
+def test_masked_slots_and_chunking_change_nothing_for_an_np(np_model):
+    cand, xc, yc, region = _setup(n=12, nr=15)
+    one_pass = place(np_model, cand, (xc, yc), region=region, k=3)
+    chunked = place(np_model, cand, (xc, yc), region=region, k=3, max_points=(5 + 3 + 15) * 5)
+    np.testing.assert_array_equal(one_pass.table["candidate"], chunked.table["candidate"])
+    np.testing.assert_allclose(one_pass.table["remaining"], chunked.table["remaining"], rtol=1e-4)
+    # the first step against one dense forward pass with the point in the context, unpadded
+    best = one_pass.table["candidate"][0]
+    mean = np.asarray(np_model.distribution({"xc": xc[None], "yc": yc[None], "xt": cand[None, best:best + 1],
+                                             "yt": np.zeros((1, 1, 1))}).mean())[0]
+    dense = np_model.distribution({"xc": np.r_[xc, cand[best:best + 1]][None], "yc": np.r_[yc, mean][None],
+                                   "xt": region[None], "yt": np.zeros((1, 15, 1))})
+    np.testing.assert_allclose(one_pass.table["remaining"][0], np.asarray(dense.variance()).sum(), rtol=1e-4)
+
+
+@pytest.mark.slow  # three compiles of the cached sampler (~45 s on 2 cores)
+def test_autoregressive_models_place_by_both_criteria_and_conditional_ones_refuse_joint():
+    model = build_model({"preset": "taylorformer", "dim_x": 1, "dim_y": 1, **TINY})
+    cand, xc, yc, region = _setup(n=8, nr=6)
+    for criterion in ("variance", "region-mean"):
+        result = place(model, cand, (xc, yc), region=region, k=2, criterion=criterion, num_samples=16)
+        assert len(set(result.table["candidate"])) == 2
+        assert np.all(np.isfinite(result.table[["acquisition", "remaining"]].to_numpy()))
+    with pytest.raises(SpecError, match="joint samples"):
+        place(ExactGPModel(), cand, k=1, criterion="region-total")
+
+
+def test_bad_arguments_name_the_problem():
+    gp = ExactGPModel()
+    cand = np.linspace(-1, 1, 5)
+    with pytest.raises(BatchError, match="k=6 locations asked of 5"):
+        place(gp, cand, k=6)
+    with pytest.raises(BatchError, match="candidates has 1 non-finite"):
+        place(gp, np.r_[cand, np.nan], k=1)
+    with pytest.raises(BatchError, match=r"region must be \[n_points, 1\]"):
+        place(gp, cand, region=np.zeros((3, 2)), k=1)
+    with pytest.raises(SpecError, match="criterion"):
+        place(gp, cand, k=1, criterion="entropy")
+    with pytest.raises(BatchError, match="x_names must be 1 distinct name"):
+        place(gp, cand, k=1, x_names=["order"])
+
+
+@pytest.mark.parametrize("ext", [".csv", ".npz", ".nc"])
+def test_placement_files_round_trip(tmp_path, ext):
+    result = place(ExactGPModel(dim_x=2), np.random.default_rng(0).uniform(size=(9, 2)), k=3)
+    path = write_placement(str(tmp_path / f"out{ext}"), result)
+    if ext == ".csv":
+        back = pd.read_csv(path)
+        np.testing.assert_allclose(back[["x0", "x1"]], result.table[["x0", "x1"]], rtol=1e-6)
+        np.testing.assert_allclose(back["acquisition"], result.table["acquisition"], rtol=1e-9)
+    elif ext == ".npz":
+        with np.load(path) as back:
+            np.testing.assert_allclose(back["x"], result.table[["x0", "x1"]], rtol=1e-6)
+            np.testing.assert_array_equal(back["order"], [1, 2, 3])
+    else:
+        import xarray as xr
+
+        with xr.open_dataset(path) as back:
+            np.testing.assert_allclose(back["remaining"].values, result.table["remaining"], rtol=1e-9)
+            assert back.attrs["criterion"] == "variance"
+
+
+@pytest.fixture(scope="module")
+def run_2d(tmp_path_factory):
+    model = build_model({"preset": "tnp-d", "dim_x": 2, "dim_y": 2, **TINY})
+    path = tmp_path_factory.mktemp("run")
+    model.save(path / "model.keras")
+    return model, path
+
+
+def test_cli_end_to_end_csv_files_and_a_map(run_2d, tmp_path, capsys):
+    model, run_dir = run_2d
+    rng = np.random.default_rng(3)
+    cand, xc, yc = rng.uniform(-2, 2, (15, 2)), rng.uniform(-2, 2, (6, 2)), rng.normal(size=(6, 2))
+    pd.DataFrame({"lon": cand[:, 0], "lat": cand[:, 1]}).to_csv(tmp_path / "cand.csv", index=False)
+    pd.DataFrame({"lon": xc[:, 0], "lat": xc[:, 1], "u": yc[:, 0], "v": yc[:, 1]}).to_csv(
+        tmp_path / "ctx.csv", index=False)
+    region = rng.uniform(-2, 2, (10, 2)).astype(np.float32)
+    np.savez(tmp_path / "region.npz", xt=region)
+    out, png = tmp_path / "chosen.csv", tmp_path / "map.png"
+    code = main(["place", str(run_dir), "--checkpoint", "model", "--candidates", str(tmp_path / "cand.csv"),
+                 "--context", str(tmp_path / "ctx.csv"), "--region", str(tmp_path / "region.npz"), "--k", "3",
+                 "--x-columns", "lon,lat", "--y-columns", "u,v", "--output", str(out), "--plot", str(png)])
+    assert code == 0, capsys.readouterr().err
+    table = pd.read_csv(out)
+    assert list(table.columns) == ["lon", "lat", "order", "candidate", "acquisition", "remaining"]
+    expected = place(model, cand, (xc, yc), region=region, k=3, x_names=["lon", "lat"])
+    np.testing.assert_array_equal(table["candidate"], expected.table["candidate"])
+    np.testing.assert_allclose(table["remaining"], expected.table["remaining"], rtol=1e-4)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "3 location(s) written to" in capsys.readouterr().out
+
+
+def test_cli_reads_the_context_from_an_npz_candidates_file(run_2d, tmp_path, capsys):
+    import xarray as xr
+
+    model, run_dir = run_2d
+    rng = np.random.default_rng(4)
+    arrays = {"xt": rng.uniform(-2, 2, (9, 2)), "xc": rng.uniform(-2, 2, (4, 2)), "yc": rng.normal(size=(4, 2))}
+    np.savez(tmp_path / "cand.npz", **{k: v.astype(np.float32) for k, v in arrays.items()})
+    code = main(["place", str(run_dir), "--checkpoint", "model", "--candidates", str(tmp_path / "cand.npz"),
+                 "--k", "2", "--output", str(tmp_path / "out.nc")])
+    assert code == 0, capsys.readouterr().err
+    expected = place(model, arrays["xt"], (arrays["xc"], arrays["yc"]), k=2)
+    with xr.open_dataset(tmp_path / "out.nc") as back:
+        np.testing.assert_array_equal(back["candidate"].values, expected.table["candidate"])
+        np.testing.assert_allclose(back["x"].values, expected.table[["x0", "x1"]], rtol=1e-6)
+
+
+def test_cli_spells_out_the_criteria_and_defaults_of_the_module(capsys):
+    from taylorformer import cli, placement
+
+    assert cli.PLACEMENT_CRITERIA == placement.CRITERIA
+    with pytest.raises(SystemExit):
+        main(["place", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"(default {placement.DEFAULT_SAMPLES})" in text and f"(default {placement.DEFAULT_MAX_POINTS})" in text
+
+
+def test_cli_refuses_to_overwrite_inputs_or_run_files_in_one_line(run_2d, tmp_path, capsys):
+    _, run_dir = run_2d
+    cand = tmp_path / "cand.npz"
+    np.savez(cand, xt=np.random.default_rng(0).uniform(size=(5, 2)).astype(np.float32))
+    before = cand.read_bytes()
+    base = ["place", str(run_dir), "--checkpoint", "model", "--candidates", str(cand), "--k", "2"]
+    cases = [(["--output", str(cand)], "also an input file"),
+             (["--output", str(tmp_path / "o.csv"), "--plot", str(run_dir / "model.keras")], "PNG"),
+             (["--output", str(run_dir / "model.keras")], "unsupported file type"),
+             (["--output", str(run_dir / "spec.json.csv")], None),
+             (["--output", str(tmp_path / "o.csv"), "--k", "9"], "k=9 locations asked of 5"),
+             (["--output", str(tmp_path / "o.csv"), "--criterion", "region-mean"], "joint samples")]
+    for extra, message in cases:
+        code = main(base + extra)
+        err = capsys.readouterr().err
+        if message is None:  # a new file that only looks like a run file is fine
+            assert code == 0, err
+            continue
+        assert code == 2 and message in err and err.count("\n") == 1, err
+    (run_dir / "metrics.csv").write_text("step\n")
+    code = main(base + ["--output", str(run_dir / "metrics.csv")])
+    assert code == 2 and "a file of the run" in capsys.readouterr().err
+    assert cand.read_bytes() == before and (run_dir / "metrics.csv").read_text() == "step\n"
+
+
+def test_map_of_a_1d_placement_draws_before_and_after():
+    from taylorformer.plotting.placement import plot_placement
+
+    cand, xc, yc, region = _setup()
+    result = place(ExactGPModel(lengthscale=0.4), cand, (xc, yc), region=region, k=4)
+    fig = plot_placement(result, title="gp")
+    ax = fig.axes[0]
+    curves = {line.get_label(): line for line in ax.get_lines()}
+    np.testing.assert_allclose(np.sort(curves["before"].get_ydata()),
+                               np.sort(result.variance_before), rtol=1e-6)
+    assert np.all(result.variance_after <= result.variance_before + 1e-6)
+    assert [t.get_text() for t in ax.texts] == ["1", "2", "3", "4"]

@@ -49,6 +49,7 @@ from taylorformer.errors import (
     UnknownComponentError,
     close_matches,
 )
+from taylorformer.experiment import Row
 
 ENTRY_POINT_GROUP = "taylorformer"
 STRICT_ENV = "TAYLORFORMER_STRICT_PLUGINS"
@@ -120,8 +121,6 @@ def _type_problem(kind, obj):
     if kind == "model":
         return None if isinstance(obj, dict) else "a model preset must be a spec dict"
     if kind == "experiment":
-        from taylorformer.replication import Row  # imports the registry: import it here
-
         return None if isinstance(obj, Row) else "an experiment must be a taylorformer.replication.Row"
     if kind == "task":
         cls = obj.func if isinstance(obj, functools.partial) else obj
@@ -130,10 +129,11 @@ def _type_problem(kind, obj):
 
 
 def _keras_maps():
-    """Keras' global serialization maps: registered name -> object, object -> name."""
-    from keras.src.saving import object_registration  # keras is loaded with taylorformer
+    """Keras' global serialization maps: registered name -> object, object -> name
+    (imported here: the registry itself loads without TensorFlow, for a fast CLI)."""
+    from taylorformer.tf_compat import keras_serialization_maps
 
-    return object_registration.GLOBAL_CUSTOM_OBJECTS, object_registration.GLOBAL_CUSTOM_NAMES
+    return keras_serialization_maps()
 
 
 def _make_keras_serializable(entry):

@@ -214,11 +214,12 @@ def _state(reg):
 def keras_maps_restored():
     """Keras' global serialization maps as they were before the test (a successful
     override plugin would otherwise leave its class registered for later tests)."""
-    from keras.src.saving import object_registration as reg
+    from taylorformer.tf_compat import keras_serialization_maps
 
-    saved = dict(reg.GLOBAL_CUSTOM_OBJECTS), dict(reg.GLOBAL_CUSTOM_NAMES)
+    maps = keras_serialization_maps()
+    saved = tuple(dict(m) for m in maps)
     yield
-    for live, before in zip((reg.GLOBAL_CUSTOM_OBJECTS, reg.GLOBAL_CUSTOM_NAMES), saved):
+    for live, before in zip(maps, saved):
         live.clear()
         live.update(before)
 

@@ -32,6 +32,7 @@ import os
 import statistics
 import time
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the simulators (importing taylorformer no longer sets it)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402

@@ -27,6 +27,7 @@ def main():
     parser.add_argument("--task", default="gp-2d-bsa", help="registry task giving dim_x and dim_y")
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the simulators (importing taylorformer no longer sets it)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import numpy as np
     import tensorflow as tf

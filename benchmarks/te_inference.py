@@ -107,7 +107,7 @@ def main():
         grid = [(args.model or "te-tnp", nc, args.mode) for nc in (args.nc or [1000])]
     else:
         grid = DEFAULT_GRID
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = {"OPENBLAS_NUM_THREADS": "1", **os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     for model, nc, mode in grid:
         out = subprocess.run([sys.executable, __file__, "--child", "--model", model, "--nc", str(nc),
                               "--nt", str(args.nt), "--mode", mode, "--override", args.override],

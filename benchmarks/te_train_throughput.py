@@ -82,7 +82,7 @@ def main():
         return
     models = args.model or ["te-tnp", "te-pt-tnp"]
     modes = ["xla"] if args.xla_only else ["graph"] if args.no_xla else ["graph", "xla"]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = {"OPENBLAS_NUM_THREADS": "1", **os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     base = ["--batch-size", str(args.batch_size), "--steps", str(args.steps),
             "--warmup", str(args.warmup), "--override", args.override]
     for model in models:

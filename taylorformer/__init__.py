@@ -14,61 +14,36 @@ Front door::
 The model classes are imported (and registered with Keras) with the package, so plain
 ``keras.models.load_model("m.keras")`` works after ``import taylorformer``; the other
 front-door names import their modules on first use.
+
+Importing ``taylorformer`` changes no process-wide state beyond what importing TensorFlow
+and Keras does: it sets no environment variable and leaves file descriptors alone. The
+``taylorformer`` command sets up its own process instead (:mod:`taylorformer.cli`:
+``OPENBLAS_NUM_THREADS=1`` and ``TF_CPP_MIN_LOG_LEVEL=2`` unless set, TensorFlow's start-up
+log lines kept off stderr unless ``--debug``).
+
+``TAYLORFORMER_LAZY_IMPORT=1`` imports the package without TensorFlow: the model names
+import :mod:`taylorformer.models` (and register the classes with Keras) on first use, so
+``keras.models.load_model`` then needs ``import taylorformer.models`` or
+``tfm.load_model`` first. The ``taylorformer`` command imports the package this way, so
+that ``--help``, ``--version`` and argument errors answer without loading TensorFlow.
 """
 import importlib
 import os
-import re
-import sys
-import tempfile
 
-# Before NumPy and TensorFlow load: task simulators run many small NumPy Cholesky
-# factorisations, which a multi-threaded OpenBLAS makes 10-25x slower on a 2-core machine
-# (TensorFlow does not use OpenBLAS); and TensorFlow's C++ start-up chatter stays quiet.
-# Both are defaults only: a value the user set wins.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-#: start-up lines TensorFlow writes to stderr although TF_CPP_MIN_LOG_LEVEL >= 2 asks for
-#: quiet (absl prints them before it reads the level): they would bury the CLI's one-line
-#: errors on every machine without CUDA drivers
-_TF_STARTUP_NOISE = re.compile(
-    r"All log messages before absl::InitializeLog|cudart_stub\.cc.*Could not find cuda drivers")
-
-
-def _import_tensorflow():
-    """Import TensorFlow; at TF_CPP_MIN_LOG_LEVEL >= 2 drop :data:`_TF_STARTUP_NOISE` from
-    what it writes to stderr (fd 2) while importing, and replay every other line."""
-    quiet = os.environ["TF_CPP_MIN_LOG_LEVEL"].strip() in ("2", "3")
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2) if quiet and "tensorflow" not in sys.modules else None
-    except (OSError, ValueError):  # no usable stderr: nothing to filter
-        saved = None
-    if saved is None:
-        import tensorflow  # noqa: F401
-        return
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            import tensorflow  # noqa: F401
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
-                if not _TF_STARTUP_NOISE.search(line):
-                    sys.stderr.write(line)
-
-
-_import_tensorflow()
-
-from taylorformer import registry  # noqa: E402
-from taylorformer.hookspecs import hookimpl  # noqa: E402
-from taylorformer.models import AutoregressiveNP, ConditionalNP, build_model, load_model  # noqa: E402
+from taylorformer import registry
+from taylorformer.hookspecs import hookimpl
+from taylorformer.plugin_api import PLUGIN_API_VERSION
 
 __version__ = "0.1.0"
 
+#: set to 1 to import the package without TensorFlow (the command line does)
+LAZY_IMPORT_ENV = "TAYLORFORMER_LAZY_IMPORT"
+
 _LAZY = {
+    "AutoregressiveNP": "taylorformer.models",
+    "ConditionalNP": "taylorformer.models",
+    "build_model": "taylorformer.models",
+    "load_model": "taylorformer.models",
     "resolve_spec": "taylorformer.spec",
     "loglik": "taylorformer.inference",
     "predict": "taylorformer.inference",
@@ -78,8 +53,11 @@ _LAZY = {
     "replicate": "taylorformer.replication",
 }
 
-__all__ = ["registry", "hookimpl", "__version__", "AutoregressiveNP", "ConditionalNP",
-           "build_model", "load_model", *_LAZY]
+__all__ = ["registry", "hookimpl", "__version__", "PLUGIN_API_VERSION", *_LAZY]
+
+if os.environ.get(LAZY_IMPORT_ENV, "").strip().lower() not in {"1", "true", "yes", "on"}:
+    # the model classes register with Keras here (see the module docstring)
+    from taylorformer.models import AutoregressiveNP, ConditionalNP, build_model, load_model  # noqa: F401
 
 
 def __getattr__(name):

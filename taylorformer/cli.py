@@ -3,11 +3,25 @@
 A library error (and a bad file or value given by the user) is one line ``error: ...`` on
 stderr with exit code 2, as is a bad argument; any other exception is one line with exit
 code 1. ``--debug`` (before or after the subcommand) shows the traceback instead.
+
+The command is a program, so it sets up its own process (the library does not): before
+NumPy and TensorFlow load, ``OPENBLAS_NUM_THREADS=1`` (task simulators run many small NumPy
+Cholesky factorisations, which a multi-threaded OpenBLAS makes 10-25x slower on a 2-core
+machine; TensorFlow does not use OpenBLAS) and ``TF_CPP_MIN_LOG_LEVEL=2``, each only where
+the user set no value; and TensorFlow's C++ start-up log lines (:data:`FRAMEWORK_LOG`:
+"oneDNN custom operations are on", "Could not find cuda drivers", "failed call to cuInit",
+"All log messages before absl::InitializeLog", which absl writes before it reads the level)
+are kept off stderr while TensorFlow loads and finds its devices. ``--debug`` leaves the
+level alone and shows every line. ``--help``, ``--version`` and argument errors load no
+TensorFlow at all (through the ``taylorformer`` console script, :mod:`taylorformer_cli`).
 """
 import argparse
 import json
 import math
+import os
+import re
 import sys
+import tempfile
 import traceback
 
 from taylorformer import registry
@@ -296,18 +310,64 @@ def _cmd_replicate(args):
     return 0
 
 
+#: lines of TensorFlow's / absl's C++ logging (glog format ``I0000 00:00:... file.cc:12] ...``,
+#: the older ``2024-01-01 12:00:00.000: I file.cc:12] ...``, absl's notice before it reads
+#: TF_CPP_MIN_LOG_LEVEL, and the second line of the CPU-instructions notice)
+FRAMEWORK_LOG = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|[IWE]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] \S+:\d+\] "
+    r"|To enable the following instructions: .* rebuild TensorFlow with the appropriate compiler flags)")
+
+
+def start_tensorflow(debug=False):
+    """Set up this process for a command (see the module docstring) and load TensorFlow:
+    with ``debug`` False, what TensorFlow writes to stderr (file descriptor 2) while it loads
+    and finds its devices is held back and replayed without its :data:`FRAMEWORK_LOG` lines.
+    Does nothing where TensorFlow is already loaded (``main`` called in-process)."""
+    if "tensorflow" in sys.modules:
+        return
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if debug:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable stderr: nothing to filter
+        saved = None
+    with tempfile.TemporaryFile() as captured:
+        if saved is not None:
+            os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()  # where CUDA start-up ("cuInit") reports
+        finally:
+            if saved is not None:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+                captured.seek(0)
+                for line in captured.read().decode(errors="replace").splitlines(keepends=True):
+                    if not FRAMEWORK_LOG.match(line):
+                        sys.stderr.write(line)
+                sys.stderr.flush()
+
+
 def build_parser():
     from taylorformer import __version__
 
     parser = _Parser(prog="taylorformer", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"taylorformer {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error and TensorFlow's log lines")
     sub = parser.add_subparsers(dest="command")
     # --debug after the subcommand too (SUPPRESS: absent there, the top-level value stands)
     debug = _Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                       help="show the traceback of an error")
+                       help="show the traceback of an error and TensorFlow's log lines")
 
     def command(name, **kwargs):
         return sub.add_parser(name, parents=[debug], **kwargs)
@@ -500,6 +560,7 @@ def main(argv=None):
         parser.print_help()
         return 0
     try:
+        start_tensorflow(debug=args.debug)
         return args.func(args)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

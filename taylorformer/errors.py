@@ -36,6 +36,11 @@ class PluginLoadError(TaylorformerError):
     """A plugin failed to import, failed in its hook, or misspelled a hook."""
 
 
+class PluginContractError(PluginLoadError):
+    """A plugin declares a plugin API version this taylorformer does not load, or registers a
+    component that breaks its kind's contract (:mod:`taylorformer.plugin_api`)."""
+
+
 class SpecError(TaylorformerError, ValueError):
     """A model/task spec has unknown keys, wrong types or bad values."""
 

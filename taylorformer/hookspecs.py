@@ -13,7 +13,9 @@ for a task; a spec dict for a model preset; a
 canonical name. Names and aliases share one namespace per kind: one that is already
 taken is a conflict that rejects the plugin. A plugin loads all or nothing: a rejected
 registration or any exception in its import or hooks leaves the registry unchanged.
-The protocol each kind must follow is documented in ``docs/plugins.md``.
+The protocol each kind must follow is documented in ``docs/plugins.md`` and checked when
+a component registers (:mod:`taylorformer.plugin_api`: a plugin module may declare
+``TAYLORFORMER_PLUGIN_API = N``, the contract version it is written for).
 """
 import pluggy
 

@@ -1,9 +1,12 @@
 """The plugin registry: one table per component kind, filled through entry points.
 
 Every plugin, built-in or third-party, is a module named by an entry point in the
-group ``taylorformer``. Loading a plugin means: import it, register it with a pluggy
-``PluginManager``, validate its hook names (``check_pending``), then call each of its
-hooks with a ``register`` callback bound to the plugin's distribution.
+group ``taylorformer``. Loading a plugin means: import it, read the plugin API version it
+declares (:mod:`taylorformer.plugin_api`), register it with a pluggy ``PluginManager``,
+validate its hook names (``check_pending``), then call each of its hooks with a
+``register`` callback bound to the plugin's distribution; each component registered is
+checked against its kind's contract there (an attention score written for plugin API 1
+is adapted), not on its first batch.
 
 Loading a plugin is all or nothing: its registrations are staged and committed only
 when the import and every hook succeeded. Any exception (``SystemExit`` included) or
@@ -21,7 +24,8 @@ Environment variables:
 
 ``TAYLORFORMER_STRICT_PLUGINS=1``
     a plugin failure raises :class:`PluginLoadError`, a name conflict
-    :class:`RegistryConflictError`, at load time.
+    :class:`RegistryConflictError`, a broken contract :class:`PluginContractError` (a
+    ``PluginLoadError``), at load time.
 ``TAYLORFORMER_BLOCK_PLUGINS=a,b``
     skip the plugins whose entry-point name or distribution name is listed.
 
@@ -42,13 +46,15 @@ import warnings
 
 import pluggy
 
-from taylorformer import hookspecs
+from taylorformer import hookspecs, plugin_api
 from taylorformer.errors import (
+    PluginContractError,
     PluginLoadError,
     RegistryConflictError,
     UnknownComponentError,
     close_matches,
 )
+from taylorformer.experiment import Row
 
 ENTRY_POINT_GROUP = "taylorformer"
 STRICT_ENV = "TAYLORFORMER_STRICT_PLUGINS"
@@ -69,6 +75,7 @@ class Entry:
     description: str
     aliases: tuple = ()
     override: bool = False
+    plugin_api: int = plugin_api.PLUGIN_API_VERSION  # the version its plugin was written for
 
     def as_dict(self):
         """JSON-friendly summary (without the object itself)."""
@@ -80,6 +87,7 @@ class Entry:
             "distribution": self.distribution,
             "version": self.version,
             "description": self.description,
+            "plugin_api": self.plugin_api,
         }
 
 
@@ -90,7 +98,7 @@ class PluginFailure:
     plugin: str
     distribution: str
     version: str
-    stage: str  # "import", "hooks", "hook:<name>", "conflict"
+    stage: str  # "import", "contract", "hooks", "hook:<name>", "conflict"
     error: str
     details: str = ""
 
@@ -120,8 +128,6 @@ def _type_problem(kind, obj):
     if kind == "model":
         return None if isinstance(obj, dict) else "a model preset must be a spec dict"
     if kind == "experiment":
-        from taylorformer.replication import Row  # imports the registry: import it here
-
         return None if isinstance(obj, Row) else "an experiment must be a taylorformer.replication.Row"
     if kind == "task":
         cls = obj.func if isinstance(obj, functools.partial) else obj
@@ -130,10 +136,11 @@ def _type_problem(kind, obj):
 
 
 def _keras_maps():
-    """Keras' global serialization maps: registered name -> object, object -> name."""
-    from keras.src.saving import object_registration  # keras is loaded with taylorformer
+    """Keras' global serialization maps: registered name -> object, object -> name
+    (imported here: the registry itself loads without TensorFlow, for a fast CLI)."""
+    from taylorformer.tf_compat import keras_serialization_maps
 
-    return object_registration.GLOBAL_CUSTOM_OBJECTS, object_registration.GLOBAL_CUSTOM_NAMES
+    return keras_serialization_maps()
 
 
 def _make_keras_serializable(entry):
@@ -150,9 +157,9 @@ class _Staging:
     """One plugin's registrations, checked against the committed tables and kept apart
     from them until the whole plugin has loaded."""
 
-    def __init__(self, registry, plugin, distribution, version):
+    def __init__(self, registry, plugin, distribution, version, api_version=plugin_api.PLUGIN_API_VERSION):
         self.registry, self.plugin = registry, plugin
-        self.distribution, self.version = distribution, version
+        self.distribution, self.version, self.api_version = distribution, version, api_version
         self.tables = {kind: dict(t) for kind, t in registry._tables.items()}
         self.aliases = {kind: dict(a) for kind, a in registry._aliases.items()}
         self.added = []  # entries this plugin added or that replaced another's
@@ -191,9 +198,13 @@ class _Staging:
             holder = table.get(item) or table.get(alias_map.get(item))
             if item in names[:i] or (holder is not None and item not in free):
                 self._conflict(kind, name, item, holder)
+        try:  # the kind's contract (an older attention score comes back adapted)
+            obj = plugin_api.check_component(kind, obj, self.api_version)
+        except plugin_api.ContractProblem as exc:
+            raise _Rejected(PluginContractError(f"{where} registered {kind} {name!r}: {exc}"), None) from None
         entry = Entry(kind, name, obj, self.plugin, self.distribution, self.version,
                       _description(obj, description), tuple(dict.fromkeys(names[1:] + list(inherited))),
-                      bool(override))
+                      bool(override), self.api_version)
         table[name] = entry
         for alias in entry.aliases:
             alias_map[alias] = name
@@ -263,10 +274,15 @@ class Registry:
         stage, module, staging = "import", None, None
         try:
             module = load()
+            stage = "contract"
+            try:
+                api_version = plugin_api.declared_version(module)
+            except plugin_api.ContractProblem as exc:
+                raise PluginContractError(f"plugin {plugin_name!r} ({distribution}): {exc}") from None
             stage = "hooks"
             self.pm.register(module, name=plugin_name)
             self.pm.check_pending()
-            staging = _Staging(self, plugin_name, distribution, version)
+            staging = _Staging(self, plugin_name, distribution, version, api_version)
             for hook_name, kind in hookspecs.HOOK_KINDS.items():
                 stage = f"hook:{hook_name}"
                 for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
@@ -302,7 +318,8 @@ class Registry:
         self._failures.append(PluginFailure(plugin, distribution, version, stage, message, details))
         text = f"taylorformer plugin {plugin!r} from {distribution} {version} failed ({stage}): {message}"
         if self.strict:
-            error = RegistryConflictError if isinstance(exc, RegistryConflictError) else PluginLoadError
+            error = next((cls for cls in (RegistryConflictError, PluginContractError) if isinstance(exc, cls)),
+                         PluginLoadError)
             raise error(text) from exc
         warnings.warn(text, RuntimeWarning, stacklevel=3)
 

@@ -1,10 +1,13 @@
-"""The one place where taylorformer reaches into TensorFlow's private modules.
+"""The one place where taylorformer reaches into TensorFlow's and Keras' private modules.
 
-None of these helpers has a public equivalent in TF 2.19-2.21; each falls back to a safe
-default if a TensorFlow release moves the internal it uses.
+None of these helpers has a public equivalent in TF 2.19-2.21 / Keras 3.10-3.15; each falls
+back to a safe default if a release moves the internal it uses, or says what moved.
+``tests/core/test_import_graph.py`` checks that no other module imports ``keras.src`` or
+``tensorflow.python``.
 """
 import contextlib
 
+import keras
 import tensorflow as tf
 
 try:  # could_possibly_record: is a gradient tape (or forward accumulator) active?
@@ -34,3 +37,16 @@ def in_xla_context():
         return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
     except Exception:  # noqa: BLE001 - internal API moved: assume no XLA
         return False
+
+
+def keras_serialization_maps():
+    """Keras' two global serialization maps, live: registered name -> object (the dict
+    ``keras.saving.get_custom_objects()`` returns) and object -> registered name (no public
+    accessor). The registry snapshots and restores both so that a plugin that fails to load
+    leaves Keras' registrations exactly as they were."""
+    try:
+        from keras.src.saving import object_registration
+    except ImportError as exc:  # pragma: no cover - a Keras that moved its registry
+        raise ImportError(f"this Keras ({keras.__version__}) has no keras.src.saving.object_registration: "
+                          "taylorformer's plugin registry needs its serialization maps") from exc
+    return object_registration.GLOBAL_CUSTOM_OBJECTS, object_registration.GLOBAL_CUSTOM_NAMES

@@ -1,8 +1,8 @@
 """Image completion plots: context, observed pixels, predictive mean, stddev and samples.
 
 Inputs are pixel coordinates in ``[-1, 1]^2`` on an ``H x W`` grid (row-major; ``x[..., 0]``
-the row, ``x[..., 1]`` the column: :func:`taylorformer.tasks.image.pixel_coordinates` and
-its inverse :func:`~taylorformer.tasks.image.pixel_indices`); outputs ``C`` = 1 (grey) or 3
+the row, ``x[..., 1]`` the column: :func:`taylorformer.pixel_grid.pixel_coordinates` and
+its inverse :func:`~taylorformer.pixel_grid.pixel_indices`); outputs ``C`` = 1 (grey) or 3
 (RGB) intensities in ``value_range``; a NaN output is a missing pixel value
 (:func:`taylorformer.batch.with_masks`), drawn in :data:`MISSING_COLOUR`.
 Built with matplotlib's object-oriented API: importing or calling this never changes the
@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from taylorformer.batch import with_masks, with_targets
 from taylorformer.checks import check_int
 from taylorformer.inference import predict
-from taylorformer.tasks.image import pixel_coordinates, pixel_indices
+from taylorformer.pixel_grid import pixel_coordinates, pixel_indices
 
 #: RGB of pixels a panel has no value for (not in the context / not observed): a muted
 #: blue that no grey intensity takes

@@ -10,19 +10,31 @@ from taylorformer import cli, registry
 from taylorformer.errors import PluginLoadError, RegistryConflictError, UnknownComponentError
 from taylorformer.registry import Registry
 
+#: the smallest task the task contract accepts (registration checks it, taylorformer.plugin_api)
+TOY_TASK = '''
+class ToyTask:
+    """Yields no batches."""
+    dim_x = dim_y = 1
+    def dataset(self, split, batch_size, seed=0, num_batches=None, start=0):
+        return iter(())
+    def get_config(self):
+        return dict()
+'''
+
 TOY = '''
+from taylorformer.attention import Attention
 from taylorformer.hookspecs import hookimpl
 
-class ToyAttention:
+class ToyAttention(Attention):
     """A toy attention block."""
-
+''' + TOY_TASK + '''
 @hookimpl
 def register_attention(register):
     register("toy-attn", ToyAttention, aliases=["toy"])
 
 @hookimpl
 def register_tasks(register):
-    register("toy-task", dict, description="A toy task.")
+    register("toy-task", ToyTask, description="A toy task.")
 '''
 
 
@@ -40,8 +52,9 @@ def test_discovers_fake_distribution_with_version(fake_dist):
 
 def _dup(name, override=False):
     return f'''
+from taylorformer.attention import Attention
 from taylorformer.hookspecs import hookimpl
-class Attn{name}:
+class Attn{name}(Attention):
     """From {name}."""
 @hookimpl
 def register_attention(register):
@@ -86,9 +99,10 @@ def test_broken_import_is_isolated_and_reported(fake_dist):
 def test_hook_that_raises_rolls_back_the_whole_plugin(fake_dist):
     source = '''
 from taylorformer.hookspecs import hookimpl
+''' + TOY_TASK + '''
 @hookimpl
 def register_tasks(register):  # runs before register_models
-    register("fine-task", dict, description="registered by a hook that ran without error")
+    register("fine-task", ToyTask, description="registered by a hook that ran without error")
 @hookimpl
 def register_models(register):
     register("half-done", {"encoder": "transformer"})
@@ -145,12 +159,10 @@ def test_keras_layers_become_serializable_under_registry_name(fake_dist):
     import keras
 
     source = '''
-import keras
+from taylorformer.attention import Attention
 from taylorformer.hookspecs import hookimpl
-class ToyLayer(keras.layers.Layer):
+class ToyLayer(Attention):
     """Toy Keras layer."""
-    def call(self, x):
-        return 2 * x
 @hookimpl
 def register_attention(register):
     register("toy-layer", ToyLayer)
@@ -159,7 +171,7 @@ def register_attention(register):
     reg = Registry.from_entry_points(strict=True)
     cls = reg.get("attention", "toy-layer")
     assert keras.saving.get_registered_name(cls) == "taylorformer>attention.toy-layer"
-    config = keras.saving.serialize_keras_object(cls())
+    config = keras.saving.serialize_keras_object(cls(4))
     assert type(keras.saving.deserialize_keras_object(config)) is cls
 
 
@@ -214,11 +226,12 @@ def _state(reg):
 def keras_maps_restored():
     """Keras' global serialization maps as they were before the test (a successful
     override plugin would otherwise leave its class registered for later tests)."""
-    from keras.src.saving import object_registration as reg
+    from taylorformer.tf_compat import keras_serialization_maps
 
-    saved = dict(reg.GLOBAL_CUSTOM_OBJECTS), dict(reg.GLOBAL_CUSTOM_NAMES)
+    maps = keras_serialization_maps()
+    saved = tuple(dict(m) for m in maps)
     yield
-    for live, before in zip((reg.GLOBAL_CUSTOM_OBJECTS, reg.GLOBAL_CUSTOM_NAMES), saved):
+    for live, before in zip(maps, saved):
         live.clear()
         live.update(before)
 
@@ -229,7 +242,13 @@ import keras
 from taylorformer.hookspecs import hookimpl
 
 class Evil(keras.layers.Layer):
-    """Replaces built-ins."""
+    """Replaces built-ins (and has a likelihood's methods, to be registered as one)."""
+    def num_params(self, dim_y):
+        return 2 * dim_y
+    def parameters(self, raw):
+        return {}
+    def distribution(self, params):
+        return None
 
 keras.saving.register_keras_serializable(package="taylorformer", name="encoder.transformer")(Evil)
 keras.saving.register_keras_serializable(package="evil", name="Evil")(Evil)
@@ -298,7 +317,9 @@ def test_keyboard_interrupt_is_rolled_back_then_reraised():
         @staticmethod
         @registry.hookspecs.hookimpl
         def register_attention(register):
-            register("ki-attn", type("KIAttention", (), {}))
+            from taylorformer.attention import Attention
+
+            register("ki-attn", type("KIAttention", (Attention,), {}))
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -319,9 +340,10 @@ class Hijacker(keras.layers.Layer):
 def register_encoders(register):
     register({name!r}, Hijacker, aliases={aliases!r})
 
+''' + TOY_TASK + '''
 @hookimpl
 def register_tasks(register):
-    register("hijack-task", dict)
+    register("hijack-task", ToyTask)
 '''
 
 
@@ -363,18 +385,21 @@ def test_override_takes_over_name_and_aliases(fake_dist, keras_maps_restored):
     source = '''
 import keras
 from taylorformer.hookspecs import hookimpl
+from taylorformer.plugins.likelihoods import StudentT
 class BetterTransformer(keras.layers.Layer):
     """A better transformer."""
 @hookimpl
 def register_likelihoods(register):
-    register("normal", dict, override=True)
+    register("normal", StudentT, override=True)
 @hookimpl
 def register_encoders(register):
     register("transformer", BetterTransformer, override=True)
 '''
     fake_dist("better", "1.0", {"better_mod": source}, {"better": "better_mod"})
     reg = Registry.from_entry_points(strict=True)
-    assert reg.get("likelihood", "gaussian") is dict  # the built-in's alias follows the name
+    from taylorformer.plugins.likelihoods import StudentT
+
+    assert reg.get("likelihood", "gaussian") is StudentT  # the built-in's alias follows the name
     assert reg.entry("likelihood", "normal").aliases == ("gaussian",)
     cls = reg.get("encoder", "transformer")
     assert keras.saving.get_custom_objects()["taylorformer>encoder.transformer"] is cls

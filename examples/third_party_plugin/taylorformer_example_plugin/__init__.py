@@ -7,6 +7,10 @@ and ``distance-decay``, a location-aware attention) and one task (``sine``) thro
     [options.entry_points]
     taylorformer =
         example = taylorformer_example_plugin
+
+It declares the plugin API it is written for (``docs/plugins.md``, "Changes by version"):
+a taylorformer that implements a later contract adapts it or refuses it with a clear
+message at load time, never on the first batch.
 """
 import keras
 import numpy as np
@@ -16,6 +20,8 @@ from taylorformer import hookimpl
 from taylorformer.attention import Attention
 from taylorformer.errors import SpecError
 from taylorformer.task import Task
+
+TAYLORFORMER_PLUGIN_API = 2
 
 
 class CosineAttention(Attention):

@@ -1,0 +1,179 @@
+"""The records of a published table row (registry kind ``experiment``): :class:`Row` with
+its :class:`Training` and :class:`Evaluation` protocols and :class:`SmallBudget`.
+
+Plain frozen dataclasses that check their values where they enter; this module imports
+neither the registry nor the spec, so the registry can check an experiment's type without
+importing :mod:`taylorformer.replication` (which runs rows and imports both). Plugins
+keep importing these names from :mod:`taylorformer.replication`, which re-exports them.
+"""
+import dataclasses
+
+from taylorformer.checks import check_choice, check_int, check_number
+from taylorformer.errors import SpecError
+
+#: metric name -> (higher is better, description)
+METRICS = {
+    "loglik": (True, "log-likelihood per target point"),
+    "nll": (False, "negative log-likelihood per target point"),
+    "mse": (False, "mean squared error of the predictive mean per target point"),
+}
+OPTIMIZERS = ("adam", "adamw")
+SCHEDULES = ("constant", "cosine")
+OWNER = "experiment"
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """The paper's training protocol. ``optimizer`` ``adam`` is AdamW with weight decay 0;
+    ``clip_norm`` is a global-norm clip (what :class:`taylorformer.training.TrainConfig`
+    offers; a paper's value clipping is recorded in the row's notes); ``schedule``
+    ``cosine`` decays from ``learning_rate`` to ``min_learning_rate`` at ``steps``;
+    ``num_permutations``: random target orders per task and step (autoregressive models);
+    the model evaluated is the checkpoint with the best validation log-likelihood."""
+
+    steps: int
+    batch_size: int
+    optimizer: str
+    learning_rate: float
+    schedule: str = "constant"
+    min_learning_rate: float = None
+    weight_decay: float = 0.0
+    clip_norm: float = 0.5
+    warmup_steps: int = 0
+    num_permutations: int = 0
+    val_every: int = 1000
+    val_batches: int = 8
+
+    def __post_init__(self):
+        owner = f"{OWNER} training"
+        for name in ("steps", "batch_size", "val_every", "val_batches"):
+            check_int(owner, name, getattr(self, name))
+        check_int(owner, "warmup_steps", self.warmup_steps, minimum=0, maximum=self.steps - 1)
+        check_int(owner, "num_permutations", self.num_permutations, minimum=0)
+        check_choice(owner, "optimizer", self.optimizer, OPTIMIZERS)
+        check_choice(owner, "schedule", self.schedule, SCHEDULES)
+        for name in ("learning_rate", "clip_norm"):
+            check_number(owner, name, getattr(self, name), low=0, low_open=True)
+        check_number(owner, "weight_decay", self.weight_decay, low=0)
+        if self.optimizer == "adam" and self.weight_decay:
+            raise SpecError(f"{owner} 'weight_decay' must be 0 with optimizer 'adam' (use 'adamw'), "
+                            f"got {self.weight_decay!r}")
+        check_number(owner, "min_learning_rate", self.min_learning_rate, low=0,
+                     optional=self.schedule == "constant")
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The evaluation protocol: ``num_tasks`` tasks (``None``: every task of the split, for
+    tasks with a finite split such as forecasting windows or test images) of ``split``,
+    ``batch_size`` at a time, on ``task`` (default: the row's task) with the row's task
+    config updated by ``task_config`` (e.g. a test-time shift)."""
+
+    num_tasks: int = None
+    split: str = "test"
+    batch_size: int = 16
+    task: str = None
+    task_config: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        owner = f"{OWNER} evaluation"
+        check_int(owner, "num_tasks", self.num_tasks, optional=True)
+        check_int(owner, "batch_size", self.batch_size)
+        check_choice(owner, "split", self.split, ("val", "test"))
+        if not isinstance(self.task_config, dict):
+            raise SpecError(f"{owner} 'task_config' must be a dict, got {self.task_config!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SmallBudget:
+    """The ``small`` budget: ``steps`` training steps and ``eval_tasks`` evaluation tasks,
+    sized to finish in about 10 minutes on a laptop CPU (``why`` says how it was sized)."""
+
+    steps: int
+    eval_tasks: int
+    why: str = ""
+
+    def __post_init__(self):
+        check_int(f"{OWNER} small budget", "steps", self.steps)
+        check_int(f"{OWNER} small budget", "eval_tasks", self.eval_tasks)
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One published number and the protocol that reproduces it (see :mod:`taylorformer.replication`).
+
+    ``paper_error`` is the ``+-`` the paper prints next to ``paper_value`` and
+    ``paper_error_kind`` what it is (e.g. "std over 5 runs", "standard error"); ``run``
+    names the training run (rows with the same ``run`` share one; default ``id``)."""
+
+    id: str
+    paper: str
+    table: str
+    dataset: str
+    protocol: str
+    model: str
+    task: str
+    metric: str
+    paper_value: float
+    training: Training
+    evaluation: Evaluation
+    small: SmallBudget
+    paper_error: float = None
+    paper_error_kind: str = ""
+    model_overrides: dict = dataclasses.field(default_factory=dict)
+    task_config: dict = dataclasses.field(default_factory=dict)
+    run: str = None
+    notes: tuple = ()
+
+    def __post_init__(self):
+        if not (isinstance(self.id, str) and self.id and self.id == self.id.strip().lower()
+                and " " not in self.id):
+            raise SpecError(f"{OWNER} 'id' must be a non-empty lower-case name without spaces, got {self.id!r}")
+        owner = f"{OWNER} {self.id!r}"
+        check_choice(owner, "metric", self.metric, tuple(METRICS))
+        check_number(owner, "paper_value", self.paper_value)
+        check_number(owner, "paper_error", self.paper_error, low=0, optional=True)
+        for name, kind in (("training", Training), ("evaluation", Evaluation), ("small", SmallBudget)):
+            if not isinstance(getattr(self, name), kind):
+                raise SpecError(f"{owner} {name!r} must be a {kind.__name__}, got {getattr(self, name)!r}")
+        for name in ("model_overrides", "task_config"):
+            if not isinstance(getattr(self, name), dict):
+                raise SpecError(f"{owner} {name!r} must be a dict, got {getattr(self, name)!r}")
+        if self.small.steps > self.training.steps:
+            raise SpecError(f"{owner}: the small budget's {self.small.steps} steps exceed the "
+                            f"paper's {self.training.steps}")
+        if not isinstance(self.notes, tuple) or not all(isinstance(n, str) for n in self.notes):
+            raise SpecError(f"{owner} 'notes' must be a tuple of strings, got {self.notes!r}")
+
+    @property
+    def higher_is_better(self):
+        return METRICS[self.metric][0]
+
+    @property
+    def run_name(self):
+        return self.run or self.id
+
+    @property
+    def summary(self):
+        """One line: paper, table, dataset, model and the paper's value."""
+        return f"{self.paper} {self.table}: {self.dataset}, {self.model}, {self.metric} {format_value(self)}"
+
+    def model_spec(self):
+        """The model spec: the preset with the row's overrides."""
+        return {"preset": self.model, **self.model_overrides}
+
+    def eval_task(self):
+        """``(task name, task config)`` of the evaluation."""
+        return self.evaluation.task or self.task, {**self.task_config, **self.evaluation.task_config}
+
+
+def register_rows(register, rows):
+    """Register ``rows`` through a ``register_experiments`` hook's callback (description:
+    :attr:`Row.summary`)."""
+    for row in rows:
+        register(row.id, row, description=row.summary)
+
+
+def format_value(row):
+    """The paper's value as printed: ``4.13 +- 0.03``."""
+    return f"{row.paper_value:g}" + ("" if row.paper_error is None else f" +- {row.paper_error:g}")

@@ -62,6 +62,9 @@ from taylorformer.tasks import datasets
 MISSING_POLICIES = ("mask", "error", "drop", "ffill")
 SPLITS = ("train", "val", "test")
 MAX_LISTED = 10  # rows/values quoted in an error message
+#: a column whose training std is at most this fraction of its largest magnitude varies only
+#: in the last bits of float64: standardising it would amplify rounding noise (refused as constant)
+RESOLUTION = 8 * np.finfo(np.float64).eps
 
 
 class DataFileNotFoundError(TaskError, FileNotFoundError):
@@ -450,10 +453,10 @@ class CSVSeriesTask(Task):
                                 f"(training mean {mean[j]:g}, std {std[j]:g}); its largest training "
                                 f"value is {values[i, j]:g} in row {self.file_rows[i]} (0-based, "
                                 f"header excluded): rescale the column")
-        flat = np.flatnonzero(std == 0)
+        flat = np.flatnonzero(std <= RESOLUTION * np.nanmax(np.abs(train), axis=0))
         if flat.size:
             raise TaskError(f"{role} column(s) {[columns[j] for j in flat]} of {where} "
-                            f"are constant over the training rows: cannot standardise")
+                            f"are constant over the training rows (up to float64 rounding): cannot standardise")
         big = np.abs(scaled) > np.finfo(np.float32).max
         for j, col in enumerate(columns):
             rows = np.flatnonzero(big[:, j])

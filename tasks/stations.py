@@ -72,7 +72,7 @@ from taylorformer.hookspecs import hookimpl
 from taylorformer.task import (MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args,
                                window_starts_dataset)
 from taylorformer.tasks import datasets
-from taylorformer.tasks.csv_series import DataFileNotFoundError, _rows
+from taylorformer.tasks.csv_series import DataFileNotFoundError, _rows, parse_dates
 from taylorformer.tasks.sphere import latlon_to_xyz
 
 #: calendar features of a row's timestamp: the reference's year, month, day, hour and the
@@ -347,8 +347,11 @@ class StationsTask(Task):
 
         parts = df[self.time_columns]
         try:
-            if len(self.time_columns) == 1:
-                times = pd.to_datetime(parts.iloc[:, 0], errors="coerce")
+            if len(self.time_columns) == 1:  # offsets/zones: compared and stored as UTC
+                times = parse_dates(parts.iloc[:, 0], f"{OWNER}: time column {self.time_columns[0]!r}")
+                times.index = parts.index
+                if times.dt.tz is not None:
+                    times = times.dt.tz_convert("UTC").dt.tz_localize(None)
             else:
                 times = pd.to_datetime(parts.rename(columns=str.lower), errors="coerce")
         except (ValueError, TypeError) as exc:

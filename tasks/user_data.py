@@ -22,7 +22,8 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.task import MAX_COUNT, Task, check_bool, check_choice, check_int, count_range
-from taylorformer.tasks.csv_series import SPLITS, CSVSeriesTask, check_split, parse_dates, split_cuts
+from taylorformer.tasks.csv_series import (RESOLUTION, SPLITS, CSVSeriesTask, check_split, parse_dates,
+                                              split_cuts)
 from taylorformer.tasks.gridded import GriddedTask
 
 
@@ -47,9 +48,6 @@ def from_xarray(data, variable=None, **options):
     return GriddedTask(path=data, variable=variable, **options)
 
 
-#: a column whose training std is at most this fraction of its largest magnitude varies only
-#: in the last bits of float64: standardising it would amplify rounding noise
-RESOLUTION = 8 * np.finfo(np.float64).eps
 #: NaN in the outputs of :class:`ArraySetTask`: kept as missing values, points dropped, or an error
 MISSING_POLICIES = ("mask", "drop", "error")
 

@@ -143,6 +143,24 @@ def calendar_inputs(dates, features, encoding="sincos"):
     return np.stack(columns, -1) if columns else np.zeros((len(index), 0))
 
 
+def column_stats(values):
+    """``(mean, std)`` ``[K]`` (population std) of the non-NaN entries of ``values [n, K]``,
+    computed in units of each column's largest magnitude: finite and accurate for any
+    finite values (no overflow near 1e308, no underflow near 1e-308)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        scale = np.nanmax(np.abs(values), axis=0)
+        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        unit = values / scale
+        return np.nanmean(unit, axis=0) * scale, np.nanstd(unit, axis=0) * scale
+
+
+def maps_back(mean, std):
+    """``[K]`` bool: every float32 standardised value ``z`` maps back to a finite float64
+    ``z * std + mean`` (predictions in original units cannot overflow)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.isfinite(float(np.finfo(np.float32).max) * np.asarray(std, np.float64) + np.abs(mean))
+
+
 def parse_dates(values, where):
     """``pandas.Series`` of the dates ``values`` (strings, datetimes or datetime64; naive, or
     with a time zone/UTC offset). Offsets that differ (e.g. across a daylight-saving change)
@@ -156,13 +174,20 @@ def parse_dates(values, where):
         return series
     if series.dtype.kind in "mcfiub":
         raise TaskError(f"{where} holds {series.dtype} values, not dates")
+    def parse(**options):  # the format inferred from the first date; else each date alone
+        dates = pd.to_datetime(series, errors="coerce", **options)
+        if (dates.isna() & series.notna()).any():
+            alone = pd.to_datetime(series, errors="coerce", format="mixed", **options)
+            dates = alone if alone.isna().sum() < dates.isna().sum() else dates
+        return dates
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "could not infer format": each entry parsed alone
         try:
-            return pd.to_datetime(series, errors="coerce")
+            return parse()
         except (ValueError, TypeError):  # "Mixed timezones detected"
             try:
-                return pd.to_datetime(series, errors="coerce", utc=True)
+                return parse(utc=True)
             except (ValueError, TypeError, OverflowError) as exc:
                 raise TaskError(f"{where}: cannot read the dates: {exc}") from None
         except OverflowError as exc:
@@ -443,16 +468,16 @@ class CSVSeriesTask(Task):
             raise TaskError(f"{where}: {role} column(s) {empty} have no observed (non-NaN) value in the "
                             f"{hi - lo} training rows (file rows {self.file_rows[lo]}..{self.file_rows[hi - 1]}, "
                             f"0-based, header excluded): cannot standardise them")
-        with np.errstate(over="ignore", invalid="ignore"):
-            mean, std = np.nanmean(train, axis=0), np.nanstd(train, axis=0)
+        mean, std = column_stats(train)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             scaled = (values - mean) / std
-        for j, col in enumerate(columns):
-            if not (np.isfinite(mean[j]) and np.isfinite(std[j])):
-                i = lo + int(np.nanargmax(np.abs(train[:, j])))
-                raise TaskError(f"{where}: standardising {role} column {col!r} overflows float64 "
-                                f"(training mean {mean[j]:g}, std {std[j]:g}); its largest training "
-                                f"value is {values[i, j]:g} in row {self.file_rows[i]} (0-based, "
-                                f"header excluded): rescale the column")
+        for j in np.flatnonzero(~maps_back(mean, std)):
+            i = lo + int(np.nanargmax(np.abs(train[:, j])))
+            raise TaskError(f"{where}: standardising {role} column {columns[j]!r} overflows float64 "
+                            f"(training mean {mean[j]:g}, std {std[j]:g}: standardised values would not "
+                            f"map back to finite numbers); its largest training value is "
+                            f"{values[i, j]:g} in row {self.file_rows[i]} (0-based, header excluded): "
+                            f"rescale the column")
         flat = np.flatnonzero(std <= RESOLUTION * np.nanmax(np.abs(train), axis=0))
         if flat.size:
             raise TaskError(f"{role} column(s) {[columns[j] for j in flat]} of {where} "

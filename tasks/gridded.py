@@ -55,7 +55,7 @@ from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, count_range, real_pair
-from taylorformer.tasks.csv_series import RESOLUTION, DataFileNotFoundError, check_split, split_cuts
+from taylorformer.tasks.csv_series import RESOLUTION, DataFileNotFoundError, check_split, maps_back, split_cuts
 from taylorformer.tasks.sphere import latlon_to_xyz, xyz_to_latlon
 
 OWNER = "gridded task"
@@ -387,7 +387,7 @@ class GriddedTask(Task):
                             f"the {hi - lo} training steps (steps {lo}..{hi - 1} of the selection): "
                             f"cannot standardise; choose another region/time_range or split")
         std = float(np.sqrt(m2 / count))
-        if not (np.isfinite(mean) and np.isfinite(std)):
+        if not (np.isfinite(mean) and np.isfinite(std) and maps_back(mean, std)):
             raise TaskError(f"variable {self.variable!r} of {self.where}: standardising it overflows float64 "
                             f"(training mean {mean:g}, std {std:g}; values from {low:g} to {high:g}): "
                             f"rescale the variable")

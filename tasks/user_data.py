@@ -22,8 +22,8 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.task import MAX_COUNT, Task, check_bool, check_choice, check_int, count_range
-from taylorformer.tasks.csv_series import (RESOLUTION, SPLITS, CSVSeriesTask, check_split, parse_dates,
-                                              split_cuts)
+from taylorformer.tasks.csv_series import (RESOLUTION, SPLITS, CSVSeriesTask, check_split, column_stats,
+                                              maps_back, parse_dates, split_cuts)
 from taylorformer.tasks.gridded import GriddedTask
 
 
@@ -220,14 +220,13 @@ class ArraySetTask(Task):
                             f"value among the {len(values)} training points")
         if not self.standardise:
             return np.zeros(values.shape[1]), np.ones(values.shape[1])
-        with np.errstate(over="ignore", invalid="ignore"):
-            mean, std = np.nanmean(values, 0), np.nanstd(values, 0)
-        for j in range(values.shape[1]):
-            if not (np.isfinite(mean[j]) and np.isfinite(std[j])):
-                i = int(np.nanargmax(np.abs(values[:, j])))
-                raise TaskError(f"from_arrays: standardising column {j} of {name} overflows float64 "
-                                f"(training mean {mean[j]:g}, std {std[j]:g}); its largest training value "
-                                f"is {values[i, j]:g}: rescale it")
+        mean, std = column_stats(values)
+        for j in np.flatnonzero(~maps_back(mean, std)):
+            i = int(np.nanargmax(np.abs(values[:, j])))
+            raise TaskError(f"from_arrays: standardising column {j} of {name} overflows float64 "
+                            f"(training mean {mean[j]:g}, std {std[j]:g}: standardised values would not "
+                            f"map back to finite numbers); its largest training value is "
+                            f"{values[i, j]:g}: rescale it")
         flat = np.flatnonzero(std <= RESOLUTION * np.nanmax(np.abs(values), 0))
         if flat.size:
             raise TaskError(f"from_arrays: column(s) {flat.tolist()} of {name} are constant over the "

@@ -89,7 +89,7 @@ def _load_numpy(path, expect):
         with np.load(path, allow_pickle=False) as data:
             return {k: np.asarray(data[k]) for k in data.files}
     except ValueError as exc:
-        if "pickled" in str(exc):
+        if "pickle" in str(exc):
             raise BatchError(f"{path}: holds pickled Python objects (dtype object), which are never "
                              f"loaded; save plain numeric arrays (numpy.save/savez)") from None
         raise BatchError(f"{path} is not a valid {expect} file (truncated or corrupt): {exc}") from None
@@ -99,6 +99,8 @@ def _load_numpy(path, expect):
     except MemoryError:
         raise BatchError(f"{path}: its header asks for more memory than this machine has "
                          f"(corrupt, or too large to load at once)") from None
+    except Exception as exc:  # noqa: BLE001 zipfile/zlib/struct raise many types on corrupt bytes
+        raise BatchError(f"{path} is not a valid {expect} file (corrupt): {type(exc).__name__}: {exc}") from None
 
 
 def _read_csv(path):
@@ -125,7 +127,7 @@ def _read_arrays(path, keys):
     try:
         with xr.open_dataset(path) as data:
             return {k: np.asarray(data[k].values) for k in keys if k in data.variables}
-    except (ValueError, OSError, TypeError, KeyError, RuntimeError) as exc:  # netCDF4/h5netcdf/scipy
+    except Exception as exc:  # noqa: BLE001 the netCDF backends (h5py, scipy) raise many types
         raise BatchError(f"cannot read {path} as netCDF: {type(exc).__name__}: {exc}") from None
 
 
@@ -179,7 +181,14 @@ def _as_batch(query, where):
             raise BatchError(f"{where}: {key!r} has {int(bad.sum())} non-finite value(s), first at "
                              f"index {tuple(int(i) for i in np.argwhere(bad)[0])}"
                              + (" (NaN means not observed; inf is not a value)" if key == "yc" else ""))
-        out[key] = value.astype(np.float32)
+        with np.errstate(over="ignore"):
+            single = value.astype(np.float32)
+        big = np.isinf(single)
+        if big.any():
+            first = tuple(int(i) for i in np.argwhere(big)[0])
+            raise BatchError(f"{where}: {key!r} has {int(big.sum())} value(s) beyond the float32 range "
+                             f"(|v| > 3.4e38), first {value[first]:g} at index {first}: rescale the data")
+        out[key] = single
     sizes = {k: v.shape[0] for k, v in out.items()}
     if len(set(sizes.values())) > 1:
         if set(sizes.values()) - {1, max(sizes.values())}:

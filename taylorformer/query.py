@@ -226,6 +226,8 @@ def predict_query(model, query, levels=DEFAULT_LEVELS, num_samples=0, chunk_size
     levels = tuple(float(q) for q in levels)
     if not (levels and all(0.0 < q < 1.0 for q in levels)):
         raise BatchError(f"predict 'levels' must be probabilities in (0, 1), got {list(levels)}")
+    if np.shape(query["xt"])[1] == 0:
+        raise BatchError(f"predict: no points to predict at ('xt' has shape {np.shape(query['xt'])})")
     context = {k: v for k, v in query.items() if k in CONTEXT_KEYS}
     targets = {k: v for k, v in query.items() if k in TARGET_KEYS}
     dim_y = query["yc"].shape[-1]

@@ -174,6 +174,7 @@ def parse_dates(values, where):
         return series
     if series.dtype.kind in "mcfiub":
         raise TaskError(f"{where} holds {series.dtype} values, not dates")
+
     def parse(**options):  # the format inferred from the first date; else each date alone
         dates = pd.to_datetime(series, errors="coerce", **options)
         if (dates.isna() & series.notna()).any():

@@ -51,7 +51,11 @@ def check_finite_outputs(outputs, batch, where, sample_dims=0):
             flags = tf.reduce_any(flags, 0)
         while flags.shape.rank > 2:  # parameter dims
             flags = tf.reduce_any(flags, -1)
-        bad += int(tf.reduce_sum(tf.cast(flags & mask, tf.int32)))
+        if flags.shape != mask.shape:  # a parameter not laid out per target: no mask to apply
+            flags, mask_here = tf.reshape(tf.reduce_any(flags), [1]), tf.constant([True])
+        else:
+            mask_here = mask
+        bad += int(tf.reduce_sum(tf.cast(flags & mask_here, tf.int32)))
     if not bad:
         return
 

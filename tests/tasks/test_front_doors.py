@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taylorformer.errors import TaskError
@@ -109,7 +109,8 @@ def frames(draw):
         frame.index = dates.where(np.arange(n) != 5, dates[4])
     elif defect == "garbage_date":
         frame["when"] = [str(d) for d in dates]
-        frame.loc[frame.index[draw(st.integers(0, n - 1))], "when"] = draw(st.sampled_from(["garbage", "", "2021-13-45"]))
+        row = frame.index[draw(st.integers(0, n - 1))]
+        frame.loc[row, "when"] = draw(st.sampled_from(["garbage", "", "2021-13-45"]))
         date_column = "when"
     elif defect == "unsorted":
         frame = frame.iloc[::-1]
@@ -162,6 +163,12 @@ def test_tz_aware_forecast_frame_keeps_the_zone_and_calendar_uses_local_time():
     np.testing.assert_allclose(hour[:, 0], np.sin(2 * np.pi * dates.hour / 24), atol=1e-6)
     window = task.window(10)
     assert window["dates"].tz is not None and (window["dates"] == dates[10:16]).all()
+    from taylorformer.models import build_model
+
+    model = build_model({"preset": "tnp-d", "dim_x": task.dim_x, "dim_y": 1, "head": {"width": 8},
+                         "encoder": {"layers": 1, "width": 8, "num_heads": 1, "head_dim": 8}})
+    forecast = task.forecast_frame(model, 30, num_samples=3)
+    assert str(forecast.index.tz) == "Europe/Berlin" and (forecast.index == dates[34:36]).all()
 
 
 def test_mixed_offsets_are_converted_to_utc():

@@ -31,6 +31,8 @@ from taylorformer.errors import BatchError
 CONTEXT_KEYS = ("xc", "yc", "sc", "tc")
 TARGET_KEYS = ("xt", "st", "tt")
 FORMATS = (".npz", ".nc", ".csv", ".npy")
+#: largest query value magnitude: its square is the largest finite float32 (3.4e38)
+MAX_MAGNITUDE = float(np.sqrt(np.finfo(np.float32).max))
 #: quantile levels reported by default: the median and the central 90% interval
 DEFAULT_LEVELS = (0.05, 0.5, 0.95)
 
@@ -181,14 +183,14 @@ def _as_batch(query, where):
             raise BatchError(f"{where}: {key!r} has {int(bad.sum())} non-finite value(s), first at "
                              f"index {tuple(int(i) for i in np.argwhere(bad)[0])}"
                              + (" (NaN means not observed; inf is not a value)" if key == "yc" else ""))
-        with np.errstate(over="ignore"):
-            single = value.astype(np.float32)
-        big = np.isinf(single)
+        big = np.abs(value) > MAX_MAGNITUDE  # NaN compares False
         if big.any():
             first = tuple(int(i) for i in np.argwhere(big)[0])
-            raise BatchError(f"{where}: {key!r} has {int(big.sum())} value(s) beyond the float32 range "
-                             f"(|v| > 3.4e38), first {value[first]:g} at index {first}: rescale the data")
-        out[key] = single
+            raise BatchError(f"{where}: {key!r} has {int(big.sum())} value(s) beyond +-{MAX_MAGNITUDE:.2g}, "
+                             f"first {value[first]:g} at index {first}: a float32 model squares its inputs "
+                             f"(distances, variances), which overflows beyond that; rescale the data as "
+                             f"the model was trained (e.g. standardised)")
+        out[key] = value.astype(np.float32)
     sizes = {k: v.shape[0] for k, v in out.items()}
     if len(set(sizes.values())) > 1:
         if set(sizes.values()) - {1, max(sizes.values())}:

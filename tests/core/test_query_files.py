@@ -107,10 +107,13 @@ def test_zero_query_points_is_an_error_naming_the_file(tmp_path, content):
         read_query(str(tmp_path / "q.npy"), context=str(tmp_path / "context.npz"))
 
 
-def test_values_beyond_float32_are_refused_when_read(tmp_path):
-    np.savez(tmp_path / "q.npz", **{**QUERY, "xt": QUERY["xt"] * 1e300})
-    with pytest.raises(BatchError, match=r"q.npz: 'xt' has 4 value\(s\) beyond the float32 range"):
+@pytest.mark.parametrize("key, scale", [("xt", 1e300), ("xc", 1e20), ("yc", -2e19)])
+def test_values_whose_squares_overflow_float32_are_refused_when_read(tmp_path, key, scale):
+    np.savez(tmp_path / "q.npz", **{**QUERY, key: np.abs(QUERY[key]) * scale})
+    with pytest.raises(BatchError, match=rf"q.npz: '{key}' has \d+ value\(s\) beyond \+-1.8e\+19"):
         read_query(str(tmp_path / "q.npz"))
+    np.savez(tmp_path / "q.npz", **{**QUERY, key: QUERY[key] * 1e18})  # large but computable
+    assert np.isfinite(read_query(str(tmp_path / "q.npz"))[key]).all()
 
 
 TINY = {"encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}, "head": {"width": 16},
@@ -120,8 +123,9 @@ TINY = {"encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}, "h
 @pytest.mark.slow  # about 25 s: the preset's autoregressive sampling traced twice
 def test_taylorformer_at_huge_inputs_raises_instead_of_returning_nan(tmp_path, capsys):
     """|x| = 1e20 is finite in float32 but its square is not: the preset's outputs were NaN
-    and predict exited 0; now one error line, exit 2, and no output file. A context y of
-    1e30 is not ignored either: it raises."""
+    and predict exited 0; now the file is refused when read (one error line, exit 2, no
+    output file), and a batch that reaches the model with such values (a context y of
+    1e30) raises instead of giving NaN."""
     model = build_model({"preset": "taylorformer", **TINY})
     model.save(tmp_path / "model.keras")
     taylorformer_run = tmp_path
@@ -132,7 +136,7 @@ def test_taylorformer_at_huge_inputs_raises_instead_of_returning_nan(tmp_path, c
     code = main(["predict", str(taylorformer_run), "--input", str(tmp_path / "q.npz"),
                  "--output", str(tmp_path / "p.npz")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and err[0].startswith("error:") and "largest |x| 2" in err[0], err
+    assert code == 2 and len(err) == 1 and err[0].startswith("error:") and "q.npz" in err[0], err
     assert not (tmp_path / "p.npz").exists()
 
 

@@ -347,11 +347,11 @@ class StationsTask(Task):
 
         parts = df[self.time_columns]
         try:
-            if len(self.time_columns) == 1:  # offsets/zones: compared and stored as UTC
+            if len(self.time_columns) == 1:
                 times = parse_dates(parts.iloc[:, 0], f"{OWNER}: time column {self.time_columns[0]!r}")
                 times.index = parts.index
-                if times.dt.tz is not None:
-                    times = times.dt.tz_convert("UTC").dt.tz_localize(None)
+                if times.dt.tz is not None:  # one fixed offset: its wall-clock time (calendar
+                    times = times.dt.tz_localize(None)  # inputs are local); offsets that differ: UTC
             else:
                 times = pd.to_datetime(parts.rename(columns=str.lower), errors="coerce")
         except (ValueError, TypeError) as exc:

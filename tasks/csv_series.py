@@ -48,6 +48,7 @@ model's forecasts into a DataFrame indexed by target date in the data's units, a
 import functools
 import math
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,9 @@ from taylorformer.tasks import datasets
 MISSING_POLICIES = ("mask", "error", "drop", "ffill")
 SPLITS = ("train", "val", "test")
 MAX_LISTED = 10  # rows/values quoted in an error message
+#: a column whose training std is at most this fraction of its largest magnitude varies only
+#: in the last bits of float64: standardising it would amplify rounding noise (refused as constant)
+RESOLUTION = 8 * np.finfo(np.float64).eps
 
 
 class DataFileNotFoundError(TaskError, FileNotFoundError):
@@ -139,6 +143,58 @@ def calendar_inputs(dates, features, encoding="sincos"):
     return np.stack(columns, -1) if columns else np.zeros((len(index), 0))
 
 
+def column_stats(values):
+    """``(mean, std)`` ``[K]`` (population std) of the non-NaN entries of ``values [n, K]``,
+    computed in units of each column's largest magnitude: finite and accurate for any
+    finite values (no overflow near 1e308, no underflow near 1e-308)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        scale = np.nanmax(np.abs(values), axis=0)
+        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        unit = values / scale
+        return np.nanmean(unit, axis=0) * scale, np.nanstd(unit, axis=0) * scale
+
+
+def maps_back(mean, std):
+    """``[K]`` bool: every float32 standardised value ``z`` maps back to a finite float64
+    ``z * std + mean`` (predictions in original units cannot overflow)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.isfinite(float(np.finfo(np.float32).max) * np.asarray(std, np.float64) + np.abs(mean))
+
+
+def parse_dates(values, where):
+    """``pandas.Series`` of the dates ``values`` (strings, datetimes or datetime64; naive, or
+    with a time zone/UTC offset). Offsets that differ (e.g. across a daylight-saving change)
+    are converted to UTC; an entry that does not parse like the others (garbage, or a date
+    without an offset among dates with one) is NaT, for the caller to report by row.
+    Numbers or durations are a :class:`TaskError` naming ``where``."""
+    import pandas as pd
+
+    series = pd.Series(values).reset_index(drop=True)
+    if series.dtype.kind == "M":
+        return series
+    if series.dtype.kind in "mcfiub":
+        raise TaskError(f"{where} holds {series.dtype} values, not dates")
+
+    def parse(**options):  # the format inferred from the first date; else each date alone
+        dates = pd.to_datetime(series, errors="coerce", **options)
+        if (dates.isna() & series.notna()).any():
+            alone = pd.to_datetime(series, errors="coerce", format="mixed", **options)
+            dates = alone if alone.isna().sum() < dates.isna().sum() else dates
+        return dates
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "could not infer format": each entry parsed alone
+        try:
+            return parse()
+        except (ValueError, TypeError):  # "Mixed timezones detected"
+            try:
+                return parse(utc=True)
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise TaskError(f"{where}: cannot read the dates: {exc}") from None
+        except OverflowError as exc:
+            raise TaskError(f"{where}: cannot read the dates: {exc}") from None
+
+
 def split_cuts(n, ratios):
     """Chronological split of ``n`` steps by ``ratios`` (a, b, c): ``{split: (lo, hi)}`` with
     cuts at ``floor(a n)`` and ``floor((a + b) n)``."""
@@ -156,7 +212,8 @@ class CSVSeriesTask(Task):
         dataset: a named dataset of :mod:`taylorformer.tasks.datasets` (downloaded and
             checked on first use, then read from the cache); ``path`` wins if both are given.
         target_columns: column name or list of names; ``dim_y`` is their count.
-        date_column: optional column parsed as dates (must be non-decreasing). A DataFrame
+        date_column: optional column parsed as dates (strictly increasing; a time zone or
+            UTC offset is kept, see :meth:`date_index`). A DataFrame
             with a ``DatetimeIndex`` uses its index when ``date_column`` is None.
         column_names: names for a file without a header row (one per column); ``None``
             reads the first row as the header. Column names are compared as strings.
@@ -261,6 +318,10 @@ class CSVSeriesTask(Task):
                                     f"{len(self.column_names)}: {self.column_names}")
                 df.columns = self.column_names
         df.columns = [str(c) for c in df.columns]
+        repeated = sorted(set(df.columns[df.columns.duplicated()]))
+        if repeated:
+            raise TaskError(f"{where} has duplicate column name(s) {repeated} (compared as text): "
+                            f"each column needs its own name")
         return df, where
 
     def _numeric(self, df, columns, role, where):
@@ -270,6 +331,12 @@ class CSVSeriesTask(Task):
 
         values = np.empty((len(df), len(columns)), np.float64)
         for j, col in enumerate(columns):
+            kind = df[col].dtype.kind
+            if kind in "mMc" or (kind == "O" and df[col].map(lambda v: isinstance(v, complex)).any()):
+                what = {"m": "durations (timedelta)", "M": "dates (datetime)"}.get(kind, "complex numbers")
+                raise TaskError(f"{role} column {col!r} of {where} holds {what}, dtype {df[col].dtype}: "
+                                f"not real numbers; convert it explicitly (e.g. to hours or to its real "
+                                f"part) before building the task")
             numeric = pd.to_numeric(df[col], errors="coerce")
             bad = np.flatnonzero(numeric.isna().to_numpy() & df[col].notna().to_numpy())
             if bad.size:
@@ -339,19 +406,22 @@ class CSVSeriesTask(Task):
         cov_mean, cov_std, cov_scaled = self._standardise(self.covariates, self.covariate_columns,
                                                           "covariate", where)
         self.covariate_mean, self.covariate_std = cov_mean, cov_std
-        calendar = (calendar_inputs(self.dates, self.calendar_features, self.calendar_encoding)
+        calendar = (calendar_inputs(self.date_index(self.dates), self.calendar_features, self.calendar_encoding)
                     if self.calendar_features else np.zeros((len(values), 0)))
         #: ``[N, dim_x - 1]`` float32 inputs after the position: covariates, calendar
         self.features = np.concatenate([cov_scaled, calendar.astype(np.float32)], 1)
 
     def _dates(self, df, file_rows, where):
         """datetime64 ``[n]`` of the kept rows (from ``date_column`` or a DataFrame's
-        DatetimeIndex), checked non-decreasing; None without dates."""
+        DatetimeIndex), checked strictly increasing; None without dates. Dates with a UTC
+        offset or time zone are kept as UTC instants and their zone in :attr:`timezone`
+        (calendar features use the local time; output dates carry the zone)."""
         import pandas as pd
 
+        self.timezone = None
         if self.date_column:
-            dates, label = pd.to_datetime(df[self.date_column].iloc[file_rows], errors="coerce"), \
-                f"date column {self.date_column!r} (date_column)"
+            label = f"date column {self.date_column!r} (date_column)"
+            dates = parse_dates(df[self.date_column].iloc[file_rows], f"{label} of {where}")
         elif isinstance(df.index, pd.DatetimeIndex):
             dates, label = pd.Series(df.index[file_rows]), "the DatetimeIndex"
         else:
@@ -359,11 +429,33 @@ class CSVSeriesTask(Task):
         bad = np.flatnonzero(dates.isna().to_numpy())
         if bad.size:
             raise TaskError(f"{label} of {where} has missing or unparseable dates in rows {_rows(file_rows[bad])}")
-        steps = np.flatnonzero(np.diff(dates.to_numpy()) < np.timedelta64(0))
+        if dates.dt.tz is not None:
+            self.timezone = str(dates.dt.tz)
+            dates = dates.dt.tz_convert("UTC").dt.tz_localize(None)
+        dates = dates.to_numpy()
+        gaps = np.diff(dates)
+        steps = np.flatnonzero(gaps < np.timedelta64(0))
         if steps.size:
             raise TaskError(f"{where} is not in chronological order: {label} decreases after rows "
                             f"{_rows(file_rows[steps])}")
-        return dates.to_numpy()
+        repeats = np.flatnonzero(gaps == np.timedelta64(0))
+        if repeats.size:
+            i = int(repeats[0])
+            raise TaskError(f"{label} of {where} repeats dates: {repeats.size} row(s) have the date of the "
+                            f"row before, the first {pd.Timestamp(dates[i + 1])} in rows {file_rows[i]} and "
+                            f"{file_rows[i + 1]} (0-based, header excluded); one row per time step: "
+                            f"aggregate or drop the duplicates")
+        return dates
+
+    def date_index(self, dates):
+        """``pandas.DatetimeIndex`` of stored ``dates [n]`` (UTC datetime64 when the data have a
+        time zone) in the data's zone (:attr:`timezone`; naive without one)."""
+        import pandas as pd
+
+        index = pd.DatetimeIndex(dates)
+        if self.timezone is None or index.tz is not None:
+            return index
+        return index.tz_localize("UTC").tz_convert(self.timezone)
 
     def _standardise(self, values, columns, role, where):
         """``(mean, std, scaled float32)`` of ``values [N, K]`` (NaN: missing, stays NaN) from
@@ -377,20 +469,20 @@ class CSVSeriesTask(Task):
             raise TaskError(f"{where}: {role} column(s) {empty} have no observed (non-NaN) value in the "
                             f"{hi - lo} training rows (file rows {self.file_rows[lo]}..{self.file_rows[hi - 1]}, "
                             f"0-based, header excluded): cannot standardise them")
-        with np.errstate(over="ignore", invalid="ignore"):
-            mean, std = np.nanmean(train, axis=0), np.nanstd(train, axis=0)
+        mean, std = column_stats(train)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             scaled = (values - mean) / std
-        for j, col in enumerate(columns):
-            if not (np.isfinite(mean[j]) and np.isfinite(std[j])):
-                i = lo + int(np.nanargmax(np.abs(train[:, j])))
-                raise TaskError(f"{where}: standardising {role} column {col!r} overflows float64 "
-                                f"(training mean {mean[j]:g}, std {std[j]:g}); its largest training "
-                                f"value is {values[i, j]:g} in row {self.file_rows[i]} (0-based, "
-                                f"header excluded): rescale the column")
-        flat = np.flatnonzero(std == 0)
+        for j in np.flatnonzero(~maps_back(mean, std)):
+            i = lo + int(np.nanargmax(np.abs(train[:, j])))
+            raise TaskError(f"{where}: standardising {role} column {columns[j]!r} overflows float64 "
+                            f"(training mean {mean[j]:g}, std {std[j]:g}: standardised values would not "
+                            f"map back to finite numbers); its largest training value is "
+                            f"{values[i, j]:g} in row {self.file_rows[i]} (0-based, header excluded): "
+                            f"rescale the column")
+        flat = np.flatnonzero(std <= RESOLUTION * np.nanmax(np.abs(train), axis=0))
         if flat.size:
             raise TaskError(f"{role} column(s) {[columns[j] for j in flat]} of {where} "
-                            f"are constant over the training rows: cannot standardise")
+                            f"are constant over the training rows (up to float64 rounding): cannot standardise")
         big = np.abs(scaled) > np.finfo(np.float32).max
         for j, col in enumerate(columns):
             rows = np.flatnonzero(big[:, j])
@@ -447,7 +539,8 @@ class CSVSeriesTask(Task):
 
     def series(self, split=None):
         """Raw series of ``split`` (or all rows): dict ``index [n]`` series rows, ``file_rows [n]``
-        (0-based data rows of the file), ``dates [n]`` datetime64 or None, ``y [n, Dy]`` float64
+        (0-based data rows of the file), ``dates [n]`` datetime64 (a tz-aware
+        ``DatetimeIndex`` when the dates have a zone, :attr:`timezone`) or None, ``y [n, Dy]`` float64
         (NaN where a value is missing, ``missing="mask"``)."""
         return self._raw(*((0, len(self.values)) if split is None else self._bounds(split)))
 
@@ -468,7 +561,8 @@ class CSVSeriesTask(Task):
 
     def _raw(self, lo, hi):
         return {"index": np.arange(lo, hi, dtype=np.int64), "file_rows": self.file_rows[lo:hi],
-                "dates": None if self.dates is None else self.dates[lo:hi], "y": self.values[lo:hi]}
+                "dates": None if self.dates is None else self.dates[lo:hi] if self.timezone is None
+                else self.date_index(self.dates[lo:hi]), "y": self.values[lo:hi]}
 
     def _bounds(self, split):
         if not (isinstance(split, str) and split in self.split_bounds):
@@ -562,7 +656,7 @@ class CSVSeriesTask(Task):
         for i, start in enumerate(out["starts"]):
             truth = self.window(int(start))
             rows = slice(self.context_length, None)
-            index = (pd.DatetimeIndex(truth["dates"][rows], name="date") if self.dates is not None
+            index = (self.date_index(truth["dates"][rows]).rename("date") if self.dates is not None
                      else pd.Index(truth["index"][rows], name="row"))
             data = {}
             for j, col in enumerate(self.target_columns):
@@ -602,7 +696,8 @@ class CSVSeriesTask(Task):
                             f"{len(starts) * self.dim_y} axes, got {axes.size}")
         for i, start in enumerate(starts):
             truth = self.window(int(start))
-            when = truth["dates"] if self.dates is not None else truth["index"]
+            when = (self.date_index(truth["dates"]).tz_localize(None) if self.dates is not None
+                    else truth["index"])  # local wall-clock time on the axis
             for j, col in enumerate(self.target_columns):
                 plot_forecast(when[:c], truth["y"][:c, j], when[c:], out["samples"][:, i, :, j],
                               truth=truth["y"][c:, j], mean=out["mean"][i, :, j],

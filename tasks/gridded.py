@@ -55,7 +55,7 @@ from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, count_range, real_pair
-from taylorformer.tasks.csv_series import DataFileNotFoundError, check_split, split_cuts
+from taylorformer.tasks.csv_series import RESOLUTION, DataFileNotFoundError, check_split, maps_back, split_cuts
 from taylorformer.tasks.sphere import latlon_to_xyz, xyz_to_latlon
 
 OWNER = "gridded task"
@@ -195,7 +195,7 @@ class GriddedTask(Task):
         if isinstance(data, xr.DataArray):
             if variable is not None and variable != data.name:
                 raise TaskError(f"{OWNER}: the given DataArray is {data.name!r}, not variable {variable!r}")
-            return data if data.name is not None else data.rename("field")
+            return self._numeric(data if data.name is not None else data.rename("field"))
         names = [str(v) for v in data.data_vars]
         if variable is None:
             if len(names) != 1:
@@ -205,7 +205,18 @@ class GriddedTask(Task):
             close = close_matches(variable, names)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise TaskError(f"{self.where} has no variable {variable!r}{hint} Variables: {names}")
-        return data[variable]
+        return self._numeric(data[variable])
+
+    def _numeric(self, field):
+        """``field`` if its values are real numbers; text, dates, durations, complex or
+        boolean values are a TaskError naming the variable and the source."""
+        kind = field.dtype.kind
+        if kind not in "fiu":
+            what = {"U": "text", "S": "text", "O": "Python objects (e.g. text)", "M": "dates",
+                    "m": "durations", "c": "complex numbers", "b": "booleans"}.get(kind, f"dtype {field.dtype}")
+            raise TaskError(f"variable {field.name!r} of {self.where} holds {what} (dtype {field.dtype}), "
+                            f"not real numbers: the gridded task models a numeric field")
+        return field
 
     def _dims(self, field, time_dim):
         """``field`` with the ``select`` dims fixed and ``(time, space0, space1)`` dims
@@ -337,6 +348,7 @@ class GriddedTask(Task):
         step = max(1, BLOCK_VALUES // max(cells, 1))
         lo, hi = self.split_bounds["train"]
         count, mean, m2 = 0, 0.0, 0.0
+        low, high = np.inf, -np.inf  # over every split: the standardised range must fit float32
         observed = np.zeros(n_steps, np.int64)
         bad = {"non-finite": [0, None], "infinite": [0, None]}  # kind -> [count, first cell]
         for a in range(0, n_steps, step):
@@ -349,14 +361,17 @@ class GriddedTask(Task):
                         first = np.argwhere(flags)[0]
                         bad[kind][1] = (a + int(first[0]), int(first[1]), int(first[2]))
                     bad[kind][0] += int(flags.sum())
+            if finite.any():
+                low, high = min(low, block[finite].min()), max(high, block[finite].max())
             train = block[max(lo - a, 0):max(min(hi - a, len(block)), 0)]
             train = train[np.isfinite(train)]
             if train.size:
-                n_b, mean_b = train.size, train.mean()
-                m2_b = ((train - mean_b) ** 2).sum()
-                delta, total = mean_b - mean, count + n_b
-                mean += delta * n_b / total
-                m2 += m2_b + delta ** 2 * count * n_b / total
+                with np.errstate(over="ignore", invalid="ignore"):  # checked below
+                    n_b, mean_b = train.size, train.mean()
+                    m2_b = ((train - mean_b) ** 2).sum()
+                    delta, total = mean_b - mean, count + n_b
+                    mean += delta * n_b / total
+                    m2 += m2_b + delta ** 2 * count * n_b / total
                 count = total
         if self.missing == "error" and bad["non-finite"][0]:
             raise TaskError(
@@ -372,9 +387,18 @@ class GriddedTask(Task):
                             f"the {hi - lo} training steps (steps {lo}..{hi - 1} of the selection): "
                             f"cannot standardise; choose another region/time_range or split")
         std = float(np.sqrt(m2 / count))
-        if not std > 0:
+        if not (np.isfinite(mean) and np.isfinite(std) and maps_back(mean, std)):
+            raise TaskError(f"variable {self.variable!r} of {self.where}: standardising it overflows float64 "
+                            f"(training mean {mean:g}, std {std:g}; values from {low:g} to {high:g}): "
+                            f"rescale the variable")
+        if not std > RESOLUTION * max(abs(low), abs(high)):
             raise TaskError(f"variable {self.variable!r} of {self.where} is constant over the training "
-                            f"steps: cannot standardise")
+                            f"steps (up to float64 rounding): cannot standardise")
+        widest = max(abs(low - mean), abs(high - mean)) / std
+        if not widest <= np.finfo(np.float32).max:
+            raise TaskError(f"variable {self.variable!r} of {self.where} has values (from {low:g} to {high:g}) "
+                            f"beyond the float32 range once standardised with the training mean {mean:g} "
+                            f"and std {std:g}: rescale the variable")
         return float(mean), std, observed
 
     def _window_starts(self, observed):

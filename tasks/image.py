@@ -44,11 +44,12 @@ Translation (TE-TNP)
     per image (the paper's "single random translation applied to each image", seeded by
     split and image index) or drawn per task with ``shift_per_task``.
 Context and targets
-    ``Nc ~ U{lo..hi}`` from ``num_context = [lo, hi]`` (default ``[6, 200]``) or, with
+    ``Nc ~ U{lo..hi}`` from ``num_context = [lo, hi]`` (default ``[6, 200]``, scaled down on
+    a canvas under 784 pixels: :func:`default_counts`) or, with
     ``context_fraction = [a, b]``, ``Nc ~ U{ceil(a N)..floor(b N)}`` for ``N`` canvas
     pixels; the context is a uniformly random set of ``Nc`` pixels. ``num_target``:
     ``[lo, hi]`` (``Nt ~ U{lo..hi}`` random pixels outside the context; default
-    ``[3, 197]``), ``"rest"`` (every pixel outside the context) or ``"all"`` (every
+    ``[3, 197]``, scaled the same way), ``"rest"`` (every pixel outside the context) or ``"all"`` (every
     pixel, the context included, in row-major order).
 Batches
     ``xc [B, Nc_max, 2]``, ``yc [B, Nc_max, C]``, ``xt [B, Nt_max, 2]``,
@@ -82,6 +83,7 @@ Presets (any key can be overridden; the papers are silent where "our choice" is 
 import functools
 import math
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +112,22 @@ MISSING_POLICIES = ("mask", "error")
 
 
 # ----------------------------------------------------------------------------- reading
+#: the default counts (Taylorformer App. A.2 on 28 x 28 = 784 pixels), scaled down on a smaller canvas
+DEFAULT_COUNTS, DEFAULT_CANVAS = ((6, 200), (3, 197)), 784
+
+
+def default_counts(n):
+    """``(num_context, num_target)`` defaults on a canvas of ``n`` pixels: ``[6, 200]`` and
+    ``[3, 197]`` from 784 pixels (28 x 28) up; on a smaller canvas each upper count is
+    scaled by ``n / 784`` (floor; at least 1 target) and each lower count capped at its
+    upper, so context + targets always fit (they take at most about half the pixels)."""
+    out = []
+    for (lo, hi), least in zip(DEFAULT_COUNTS, (0, 1)):
+        top = max(least, min(hi, hi * n // DEFAULT_CANVAS))
+        out.append([min(lo, top), top])
+    return tuple(out)
+
+
 def check_images(array, where, missing=False):
     """``[N, H, W, C]`` uint8 or float32 images from ``array`` (``[N, H, W]`` or
     ``[N, H, W, C]``, C = 1 or 3; integers in [0, 255] or finite floats in [0, 1], or NaN
@@ -191,10 +209,18 @@ def read_folder(folder):
     images = []
     for path in files:
         try:
-            with Image.open(path) as image:
-                mode, array = image.mode, np.asarray(image)
-        except (OSError, UnidentifiedImageError, ValueError) as exc:
-            raise TaskError(f"cannot read image file {str(path)!r}: {exc}") from exc
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                with Image.open(path) as image:  # reads the header only
+                    w, h = image.size
+                    if not (2 <= h <= MAX_SIDE and 2 <= w <= MAX_SIDE):
+                        raise TaskError(f"image file {str(path)!r} is {w} x {h} pixels (width x height, "
+                                        f"from its header; not decoded): images must be between 2 and "
+                                        f"{MAX_SIDE} pixels high and wide")
+                    mode, array = image.mode, np.asarray(image)
+        except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombWarning,
+                Image.DecompressionBombError) as exc:
+            raise TaskError(f"cannot read image file {str(path)!r}: {type(exc).__name__}: {exc}") from exc
         if mode not in ("L", "RGB"):
             raise TaskError(f"image file {str(path)!r} has Pillow mode {mode!r}; the image task "
                             f"reads grey ('L') or RGB files: convert it (e.g. Image.convert('RGB'))")
@@ -373,11 +399,13 @@ class ImageTask(Task):
         channels: None (as stored), 1 or 3. ``image_size``: None or ``[h, w]``.
         transpose: swap rows and columns of every image.
         value_range: ``[lo, hi]`` the intensities 0 and 1 map to.
-        num_context: ``[lo, hi]`` context counts (default ``[6, 200]``), or
+        num_context: ``[lo, hi]`` context counts (default :func:`default_counts`: ``[6, 200]``
+            from 28 x 28 up), or
         context_fraction: ``[a, b]`` fractions of the canvas pixels (not both).
         data_dir, download: where tfds keeps datasets and whether it may download one
             (``tfds:`` sources only).
-        num_target: ``[lo, hi]`` counts outside the context, ``"rest"`` or ``"all"``.
+        num_target: ``[lo, hi]`` counts outside the context (default :func:`default_counts`:
+            ``[3, 197]`` from 28 x 28 up), ``"rest"`` or ``"all"``.
         max_shift: int or ``[rows, cols]`` translation bound in pixels (canvas grows by twice it).
         shift_per_task: draw the translation per task instead of once per image.
         missing: NaN pixel values of a float source: ``"mask"`` (missing pixels) or
@@ -389,7 +417,7 @@ class ImageTask(Task):
 
     def __init__(self, source=None, split=None, classes=None, test_classes=None, channels=None,
                  image_size=None, transpose=False, value_range=(-0.5, 0.5), num_context=None,
-                 context_fraction=None, num_target=(3, 197), max_shift=0, shift_per_task=False,
+                 context_fraction=None, num_target=None, max_shift=0, shift_per_task=False,
                  data_dir=None, download=True, missing="mask"):
         if source is None:
             raise TaskError(f"{OWNER} needs source= (an array, an .npy/.npz file, a folder of "
@@ -502,8 +530,10 @@ class ImageTask(Task):
             self.num_context = (lo, hi)
         else:
             self.context_fraction = None
-            self.num_context = count_range("num_context", [6, 200] if num_context is None else num_context,
-                                           0, owner=OWNER)
+            self.num_context = count_range("num_context", default_counts(n)[0] if num_context is None
+                                           else num_context, 0, owner=OWNER)
+        if num_target is None:
+            num_target = default_counts(n)[1]
         if isinstance(num_target, str):
             self.num_target = check_choice(OWNER, "num_target", num_target, ("rest", "all"))
         else:

@@ -72,7 +72,7 @@ from taylorformer.hookspecs import hookimpl
 from taylorformer.task import (MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args,
                                window_starts_dataset)
 from taylorformer.tasks import datasets
-from taylorformer.tasks.csv_series import DataFileNotFoundError, _rows
+from taylorformer.tasks.csv_series import DataFileNotFoundError, _rows, parse_dates
 from taylorformer.tasks.sphere import latlon_to_xyz
 
 #: calendar features of a row's timestamp: the reference's year, month, day, hour and the
@@ -348,7 +348,10 @@ class StationsTask(Task):
         parts = df[self.time_columns]
         try:
             if len(self.time_columns) == 1:
-                times = pd.to_datetime(parts.iloc[:, 0], errors="coerce")
+                times = parse_dates(parts.iloc[:, 0], f"{OWNER}: time column {self.time_columns[0]!r}")
+                times.index = parts.index
+                if times.dt.tz is not None:  # one fixed offset: its wall-clock time (calendar
+                    times = times.dt.tz_localize(None)  # inputs are local); offsets that differ: UTC
             else:
                 times = pd.to_datetime(parts.rename(columns=str.lower), errors="coerce")
         except (ValueError, TypeError) as exc:

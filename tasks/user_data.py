@@ -15,12 +15,15 @@ from a run directory: pass the same object again to evaluate or plot the run
 (:mod:`taylorformer.runs`). A task from a file path (``from_xarray("file.nc")``) is
 recorded by its registered name and config like any other.
 """
+import warnings
+
 import numpy as np
 
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.task import MAX_COUNT, Task, check_bool, check_choice, check_int, count_range
-from taylorformer.tasks.csv_series import SPLITS, CSVSeriesTask, check_split, split_cuts
+from taylorformer.tasks.csv_series import (RESOLUTION, SPLITS, CSVSeriesTask, check_split, column_stats,
+                                              maps_back, parse_dates, split_cuts)
 from taylorformer.tasks.gridded import GriddedTask
 
 
@@ -54,7 +57,20 @@ def _array(name, value, rows=None, missing=False):
     NaN where a value is missing; TaskError naming the array, its shape or the row and
     column of its first refused entry (NaN/inf, or inf with ``missing``)."""
     try:
-        arr = np.asarray(value, np.float64)
+        kind = np.dtype((value if hasattr(value, "dtype") else np.asarray(value)).dtype).kind
+    except (TypeError, ValueError):  # ragged lists, pandas extension dtypes: left to the conversion
+        kind = "O"
+    if kind in "mMcUSV":
+        what = {"m": "durations (timedelta64)", "M": "dates (datetime64)", "c": "complex numbers"}.get(kind, "text")
+        raise TaskError(f"from_arrays: {name} holds {what}, not real numbers; convert it explicitly "
+                        f"(e.g. to hours, or its real part) first")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", np.exceptions.ComplexWarning)
+            arr = np.asarray(value, np.float64)
+    except np.exceptions.ComplexWarning:
+        raise TaskError(f"from_arrays: {name} holds complex numbers, not real numbers; convert it "
+                        f"explicitly (e.g. its real part) first") from None
     except (TypeError, ValueError) as exc:
         raise TaskError(f"from_arrays: {name} must be numbers, got {type(value).__name__} ({exc})") from None
     if arr.ndim == 1:
@@ -105,9 +121,15 @@ def from_arrays(x=None, y=None, groups=None, dates=None, names=None, **options):
         raise TaskError(f"from_arrays: names has {len(names)} entries for {values.shape[1]} columns of y")
     index = None
     if dates is not None:
-        index = pd.DatetimeIndex(np.asarray(dates))
-        if len(index) != len(values):
-            raise TaskError(f"from_arrays: dates has {len(index)} entries for {len(values)} rows of y")
+        if np.ndim(dates) != 1 or len(dates) != len(values):
+            raise TaskError(f"from_arrays: dates must be [T] = [{len(values)}] dates (one per row of y), "
+                            f"got shape {np.shape(dates)}")
+        parsed = parse_dates(np.asarray(dates), "from_arrays: dates")
+        bad = np.flatnonzero(parsed.isna().to_numpy())
+        if bad.size:
+            raise TaskError(f"from_arrays: dates has {bad.size} missing or unparseable entries, the first "
+                            f"{str(np.asarray(dates)[bad[0]])!r} at row {bad[0]}")
+        index = pd.DatetimeIndex(parsed)
     return from_dataframe(pd.DataFrame(values, columns=names, index=index), target_columns=names, **options)
 
 
@@ -182,8 +204,8 @@ class ArraySetTask(Task):
         train = np.concatenate(self.groups["train"])
         self.x_mean, self.x_std = self._stats(self.x_raw[train], "x")
         self.mean, self.std = self._stats(self.y_raw[train], "y")
-        self.x = ((self.x_raw - self.x_mean) / self.x_std).astype(np.float32)
-        self.y = ((self.y_raw - self.mean) / self.std).astype(np.float32)
+        self.x = self._scaled(self.x_raw, self.x_mean, self.x_std, "x")
+        self.y = self._scaled(self.y_raw, self.mean, self.std, "y")
         self._options = {"num_context": list(self.num_context), "num_target": list(self.num_target),
                          "split": list(self.split), "standardise": self.standardise,
                          "split_seed": self.split_seed, "missing": self.missing}
@@ -198,12 +220,32 @@ class ArraySetTask(Task):
                             f"value among the {len(values)} training points")
         if not self.standardise:
             return np.zeros(values.shape[1]), np.ones(values.shape[1])
-        mean, std = np.nanmean(values, 0), np.nanstd(values, 0)
-        flat = np.flatnonzero(std == 0)
+        mean, std = column_stats(values)
+        for j in np.flatnonzero(~maps_back(mean, std)):
+            i = int(np.nanargmax(np.abs(values[:, j])))
+            raise TaskError(f"from_arrays: standardising column {j} of {name} overflows float64 "
+                            f"(training mean {mean[j]:g}, std {std[j]:g}: standardised values would not "
+                            f"map back to finite numbers); its largest training value is "
+                            f"{values[i, j]:g}: rescale it")
+        flat = np.flatnonzero(std <= RESOLUTION * np.nanmax(np.abs(values), 0))
         if flat.size:
             raise TaskError(f"from_arrays: column(s) {flat.tolist()} of {name} are constant over the "
-                            "training points: cannot standardise (pass standardise=False)")
+                            "training points (up to float64 rounding): cannot standardise (pass "
+                            "standardise=False)")
         return mean, std
+
+    def _scaled(self, values, mean, std, name):
+        """float32 ``(values - mean) / std``; a value beyond the float32 range is a TaskError
+        naming the array, row and column."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = (values - mean) / std
+        big = np.argwhere(np.abs(scaled) > np.finfo(np.float32).max)  # NaN (missing) compares False
+        if big.size:
+            row, col = (int(i) for i in big[0])
+            raise TaskError(f"from_arrays: {name} holds {len(big)} value(s) beyond the float32 range once "
+                            f"standardised (mean {mean[col]:g}, std {std[col]:g}), the first "
+                            f"{values[row, col]:g} at row {self.rows[row]}, column {col}: rescale it")
+        return scaled.astype(np.float32)
 
     def get_config(self):
         """The options (JSON, without the arrays: not rebuildable from it)."""

@@ -31,6 +31,8 @@ from taylorformer.errors import BatchError
 CONTEXT_KEYS = ("xc", "yc", "sc", "tc")
 TARGET_KEYS = ("xt", "st", "tt")
 FORMATS = (".npz", ".nc", ".csv", ".npy")
+#: largest query value magnitude: its square is the largest finite float32 (3.4e38)
+MAX_MAGNITUDE = float(np.sqrt(np.finfo(np.float32).max))
 #: quantile levels reported by default: the median and the central 90% interval
 DEFAULT_LEVELS = (0.05, 0.5, 0.95)
 
@@ -54,21 +56,81 @@ def _columns(frame, path, names, prefix):
     if missing or not names:
         raise BatchError(f"{path}: no column(s) {missing or prefix!r}; columns are {list(frame.columns)} "
                          f"(name them {prefix!r} or {prefix}0, {prefix}1, ..., or pass the names)")
+    refused = [c for c in names if frame[c].dtype.kind in "mMcb"]
+    if refused:
+        raise BatchError(f"{path}: column(s) {refused} hold {frame[refused[0]].dtype} values, not real "
+                         "numbers")
     try:
         return frame[names].to_numpy(np.float64)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise BatchError(f"{path}: columns {names} must be numeric: {exc}") from None
+
+
+#: first bytes of a ``.npy`` file and of a zip archive (an ``.npz``)
+NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
+
+
+def _load_numpy(path, expect):
+    """The array of an ``.npy`` file (``expect=".npy"``) or ``{name: array}`` of an ``.npz``
+    archive, read without pickle; :class:`BatchError` naming ``path`` when the file is
+    empty, truncated, not that format, or holds pickled Python objects."""
+    import zipfile
+    import zlib
+
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if not head:
+        raise BatchError(f"{path} is empty (0 bytes): not a valid {expect} file")
+    if not head.startswith(ZIP_MAGIC if expect == ".npz" else NPY_MAGIC):
+        kind = "a NumPy archive (zip)" if expect == ".npz" else "a NumPy array"
+        raise BatchError(f"{path} is not a valid {expect} file: it does not start like {kind} "
+                         f"(first bytes {head!r})")
+    try:
+        if expect == ".npy":
+            return np.load(path, allow_pickle=False)
+        with np.load(path, allow_pickle=False) as data:
+            return {k: np.asarray(data[k]) for k in data.files}
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise BatchError(f"{path}: holds pickled Python objects (dtype object), which are never "
+                             f"loaded; save plain numeric arrays (numpy.save/savez)") from None
+        raise BatchError(f"{path} is not a valid {expect} file (truncated or corrupt): {exc}") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as exc:
+        raise BatchError(f"{path} is not a valid {expect} file (truncated or corrupt): "
+                         f"{type(exc).__name__}: {exc}") from None
+    except MemoryError:
+        raise BatchError(f"{path}: its header asks for more memory than this machine has "
+                         f"(corrupt, or too large to load at once)") from None
+    except Exception as exc:  # noqa: BLE001 zipfile/zlib/struct raise many types on corrupt bytes
+        raise BatchError(f"{path} is not a valid {expect} file (corrupt): {type(exc).__name__}: {exc}") from None
+
+
+def _read_csv(path):
+    """The DataFrame of the CSV file ``path``; :class:`BatchError` naming it when it is
+    empty or cannot be parsed."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise BatchError(f"{path} is empty: a CSV file needs a header row and one row per point") from None
+    except (ValueError, OSError) as exc:  # parser errors, undecodable bytes
+        raise BatchError(f"cannot read {path} as CSV: {type(exc).__name__}: {exc}") from None
+    frame.columns = [str(c) for c in frame.columns]
+    return frame
 
 
 def _read_arrays(path, keys):
     """``{key: array}`` of those ``keys`` present in an ``.npz``/``.nc`` file."""
     if check_format(path, (".npz", ".nc")) == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            return {k: np.asarray(data[k]) for k in keys if k in data.files}
+        return {k: v for k, v in _load_numpy(path, ".npz").items() if k in keys}
     import xarray as xr
 
-    with xr.open_dataset(path) as data:
-        return {k: np.asarray(data[k].values) for k in keys if k in data.variables}
+    try:
+        with xr.open_dataset(path) as data:
+            return {k: np.asarray(data[k].values) for k in keys if k in data.variables}
+    except Exception as exc:  # noqa: BLE001 the netCDF backends (h5py, scipy) raise many types
+        raise BatchError(f"cannot read {path} as netCDF: {type(exc).__name__}: {exc}") from None
 
 
 def read_query(path, context=None, x_columns=None, y_columns=None):
@@ -81,18 +143,14 @@ def read_query(path, context=None, x_columns=None, y_columns=None):
         raise BatchError(f"context file {context} does not exist")
     ext = check_format(path)
     if ext == ".csv":
-        import pandas as pd
-
-        query = {"xt": _columns(pd.read_csv(path), path, x_columns, "x")}
+        query = {"xt": _columns(_read_csv(path), path, x_columns, "x")}
     elif ext == ".npy":
-        query = {"xt": np.load(path, allow_pickle=False)}
+        query = {"xt": _load_numpy(path, ".npy")}
     else:
         query = _read_arrays(path, CONTEXT_KEYS + TARGET_KEYS)
     if context is not None:
         if check_format(context, (".npz", ".nc", ".csv")) == ".csv":
-            import pandas as pd
-
-            frame = pd.read_csv(context)
+            frame = _read_csv(context)
             found = {"xc": _columns(frame, context, x_columns, "x"), "yc": _columns(frame, context, y_columns, "y")}
         else:
             found = _read_arrays(context, CONTEXT_KEYS)
@@ -101,7 +159,11 @@ def read_query(path, context=None, x_columns=None, y_columns=None):
     if missing:
         raise BatchError(f"{path}{' and ' + context if context else ''}: no {missing}; a query needs the "
                          f"context (xc, yc) and the inputs to predict at (xt)")
-    return _as_batch(query, path)
+    batch = _as_batch(query, path if context is None else f"{path} and {context}")
+    if batch["xt"].shape[1] == 0:
+        raise BatchError(f"{path}: no points to predict at ('xt' has shape {batch['xt'].shape}: "
+                         f"0 points); give at least one input row")
+    return batch
 
 
 def read_inputs(path, x_columns=None):
@@ -129,7 +191,8 @@ def _as_batch(query, where):
     for key, value in query.items():
         value = np.asarray(value)
         if value.dtype.kind not in "fiu":
-            raise BatchError(f"{where}: {key!r} must be numeric, got dtype {value.dtype}")
+            kind = "text" if value.dtype.kind in "USO" else str(value.dtype)
+            raise BatchError(f"{where}: {key!r} must be real numbers, got {kind} (dtype {value.dtype})")
         value = value[None] if value.ndim == 2 else value[None, :, None] if value.ndim == 1 else value
         if value.ndim != 3:
             raise BatchError(f"{where}: {key!r} must be [n_points, dim] or [batch, n_points, dim], "
@@ -140,6 +203,13 @@ def _as_batch(query, where):
             raise BatchError(f"{where}: {key!r} has {int(bad.sum())} non-finite value(s), first at "
                              f"index {tuple(int(i) for i in np.argwhere(bad)[0])}"
                              + (" (NaN means not observed; inf is not a value)" if key == "yc" else ""))
+        big = np.abs(value) > MAX_MAGNITUDE  # NaN compares False
+        if big.any():
+            first = tuple(int(i) for i in np.argwhere(big)[0])
+            raise BatchError(f"{where}: {key!r} has {int(big.sum())} value(s) beyond +-{MAX_MAGNITUDE:.2g}, "
+                             f"first {value[first]:g} at index {first}: a float32 model squares its inputs "
+                             f"(distances, variances), which overflows beyond that; rescale the data as "
+                             f"the model was trained (e.g. standardised)")
         out[key] = value.astype(np.float32)
     sizes = {k: v.shape[0] for k, v in out.items()}
     if len(set(sizes.values())) > 1:
@@ -178,6 +248,8 @@ def predict_query(model, query, levels=DEFAULT_LEVELS, num_samples=0, chunk_size
     levels = tuple(float(q) for q in levels)
     if not (levels and all(0.0 < q < 1.0 for q in levels)):
         raise BatchError(f"predict 'levels' must be probabilities in (0, 1), got {list(levels)}")
+    if np.shape(query["xt"])[1] == 0:
+        raise BatchError(f"predict: no points to predict at ('xt' has shape {np.shape(query['xt'])})")
     context = {k: v for k, v in query.items() if k in CONTEXT_KEYS}
     targets = {k: v for k, v in query.items() if k in TARGET_KEYS}
     dim_y = query["yc"].shape[-1]

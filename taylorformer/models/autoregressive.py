@@ -24,7 +24,7 @@ import tensorflow as tf
 from taylorformer import decoding
 from taylorformer.batch import fully_observed, with_targets
 from taylorformer.errors import SpecError
-from taylorformer.models.base import NeuralProcess
+from taylorformer.models.base import NeuralProcess, check_finite_outputs
 from taylorformer.target_order import gather_targets, random_orders, seed_pair, tile_batch
 
 ORDERS = ("given", "random")
@@ -205,6 +205,7 @@ class AutoregressiveNP(NeuralProcess):
         yt = tf.gather(yt, inverse, batch_dims=1)
         mask = tf.tile(tf.cast(batch["mask_t"], yt.dtype), [num_samples, 1])[..., None]
         samples = tf.reshape(yt * mask, [num_samples, b, nt, -1])
+        check_finite_outputs([samples], batch, f"model {self.name!r} (sample)", sample_dims=1)
         if not return_info:
             return samples
         params = {key: tf.gather(value, inverse, batch_dims=1) for key, value in params.items()}

@@ -24,10 +24,49 @@ import tensorflow as tf
 
 from taylorformer import components, registry
 from taylorformer.batch import append_observed_flags, fully_observed, validate_batch, with_masks
-from taylorformer.errors import SpecError
+from taylorformer.errors import BatchError, SpecError
 from taylorformer.layers import MLP
 from taylorformer.models.fitting import FitMixin
 from taylorformer.spec import resolve_spec
+
+
+def check_finite_outputs(outputs, batch, where, sample_dims=0):
+    """Raise :class:`BatchError` when ``outputs`` (a dict or list of tensors
+    ``[*sample_dims, B, Nt, ...]``) hold NaN/inf at a real target
+    (``mask_t == 1``) of ``batch`` (after :func:`with_masks`, finite inputs). A float32
+    network overflows on finite inputs of about 1e19 and beyond (their squares pass
+    3.4e38): the message gives the largest input magnitudes so the user can rescale.
+    Eager tensors only (a no-op in a graph)."""
+    if not tf.executing_eagerly():
+        return
+    mask = tf.cast(batch["mask_t"], tf.bool)  # [B, Nt]
+    values = outputs.values() if isinstance(outputs, dict) else outputs
+    bad = 0
+    for value in values:
+        value = tf.convert_to_tensor(value)
+        if not value.dtype.is_floating:
+            continue
+        flags = ~tf.math.is_finite(value)
+        for _ in range(sample_dims):
+            flags = tf.reduce_any(flags, 0)
+        while flags.shape.rank > 2:  # parameter dims
+            flags = tf.reduce_any(flags, -1)
+        if flags.shape != mask.shape:  # a parameter not laid out per target: no mask to apply
+            flags, mask_here = tf.reshape(tf.reduce_any(flags), [1]), tf.constant([True])
+        else:
+            mask_here = mask
+        bad += int(tf.reduce_sum(tf.cast(flags & mask_here, tf.int32)))
+    if not bad:
+        return
+
+    def largest(key):
+        v = tf.abs(tf.cast(batch[key], tf.float64))
+        return float(tf.reduce_max(tf.where(tf.math.is_nan(v), tf.zeros_like(v), v))) if tf.size(v) else 0.0
+
+    raise BatchError(f"{where}: the model's outputs are NaN/inf at {bad} target point(s) of a batch of finite "
+                     f"inputs (largest |x| {max(largest('xc'), largest('xt')):.3g}, |y| {largest('yc'):.3g}): "
+                     f"float32 arithmetic overflows for values of about 1e19 and beyond; standardise or "
+                     f"rescale the inputs and outputs (a task's to_original_units maps predictions back)")
 
 
 @contextlib.contextmanager
@@ -120,7 +159,10 @@ class NeuralProcess(FitMixin, keras.Model):
         the predictive of a conditional model, the teacher-forced conditionals of an
         autoregressive one (``ConditionalNP.predict_distribution`` and
         ``AutoregressiveNP.teacher_forced_distribution`` name it for users)."""
-        return self.likelihood.distribution(self(batch, training=training))
+        params = self(batch, training=training)
+        if tf.executing_eagerly() and not training:
+            check_finite_outputs(params, with_masks(batch), f"model {self.name!r}")
+        return self.likelihood.distribution(params)
 
     def compiled_distribution(self, batch):
         """:meth:`distribution` (inference) with the forward pass in a ``tf.function``,
@@ -131,7 +173,9 @@ class NeuralProcess(FitMixin, keras.Model):
         batch = self.prepare(batch)
         if getattr(self, "_compiled_call", None) is None:
             self._compiled_call = tf.function(lambda b: self(b, training=False))
-        return self.likelihood.distribution(self._compiled_call(batch))
+        params = self._compiled_call(batch)
+        check_finite_outputs(params, batch, f"model {self.name!r}")
+        return self.likelihood.distribution(params)
 
     def dummy_batch(self, nc=3, nt=2):
         zeros = lambda n, d: tf.zeros([1, n, d])  # noqa: E731

@@ -430,3 +430,21 @@ def test_plot_draws_one_station_per_window_in_original_units(uci_folder):
     assert axes[0].get_ylabel() == f"PM2.5 at {station}" and axes[0].get_xlabel() == "time"
     history = axes[0].get_lines()[0].get_ydata()  # the station's context rows, in file units
     np.testing.assert_allclose(history, rows["PM2.5"].iloc[:18][rows["station"].iloc[:18] == station], rtol=1e-5)
+
+
+def test_a_time_column_with_utc_offsets_gives_the_same_task(tmp_path, uci_folder):
+    """One date column with "+08:00" offsets instead of year/month/day/hour: the same
+    rows, times and calendar inputs (the offset's wall-clock time), so the same batches."""
+    folder = tmp_path / "offsets"
+    folder.mkdir()
+    for path in sorted(uci_folder.glob("*.csv")):
+        frame = pd.read_csv(path)
+        when = pd.to_datetime(frame[["year", "month", "day", "hour"]]).dt.tz_localize("+08:00")
+        frame.insert(1, "when", [t.isoformat() for t in when])
+        frame.to_csv(folder / path.name, index=False)
+    plain, offsets = stations(uci_folder), stations(folder, time_columns=["when"])
+    for split in ("val", "test"):  # every window once
+        a, b = collect(plain.dataset(split, batch_size=4)), collect(offsets.dataset(split, batch_size=4))
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)

@@ -137,17 +137,9 @@ def read_query(path, context=None, x_columns=None, y_columns=None):
     """The query dict of the inputs file ``path`` (and the ``context`` file, if given;
     an ``.npz``/``.nc`` inputs file may hold the context itself). Arrays are float32
     ``[B, N, D]``; every value is checked finite, naming the file and the key."""
-    if not os.path.isfile(path):
-        raise BatchError(f"inputs file {path} does not exist")
     if context is not None and not os.path.isfile(context):
         raise BatchError(f"context file {context} does not exist")
-    ext = check_format(path)
-    if ext == ".csv":
-        query = {"xt": _columns(_read_csv(path), path, x_columns, "x")}
-    elif ext == ".npy":
-        query = {"xt": _load_numpy(path, ".npy")}
-    else:
-        query = _read_arrays(path, CONTEXT_KEYS + TARGET_KEYS)
+    query = _read_inputs_file(path, x_columns, CONTEXT_KEYS + TARGET_KEYS)
     if context is not None:
         if check_format(context, (".npz", ".nc", ".csv")) == ".csv":
             frame = _read_csv(context)
@@ -170,20 +162,23 @@ def read_inputs(path, x_columns=None):
     """The inputs ``xt`` float32 ``[B, N, Dx]`` of the file ``path`` alone, read as
     :func:`read_query` reads its inputs file (for a caller with no context, e.g.
     ``taylorformer place``'s candidates)."""
+    found = _read_inputs_file(path, x_columns, ("xt",))
+    if "xt" not in found:
+        raise BatchError(f"{path}: no 'xt' (the inputs)")
+    return _as_batch(found, path)["xt"]
+
+
+def _read_inputs_file(path, x_columns, keys):
+    """``{key: array}`` of an inputs file: ``xt`` from a ``.csv`` (its x columns) or
+    ``.npy``; those of ``keys`` present in an ``.npz``/``.nc``."""
     if not os.path.isfile(path):
         raise BatchError(f"inputs file {path} does not exist")
     ext = check_format(path)
     if ext == ".csv":
-        import pandas as pd
-
-        found = {"xt": _columns(pd.read_csv(path), path, x_columns, "x")}
-    elif ext == ".npy":
-        found = {"xt": np.load(path, allow_pickle=False)}
-    else:
-        found = _read_arrays(path, ("xt",))
-    if "xt" not in found:
-        raise BatchError(f"{path}: no 'xt' (the inputs)")
-    return _as_batch(found, path)["xt"]
+        return {"xt": _columns(_read_csv(path), path, x_columns, "x")}
+    if ext == ".npy":
+        return {"xt": _load_numpy(path, ".npy")}
+    return _read_arrays(path, keys)
 
 
 def _as_batch(query, where):

@@ -430,8 +430,8 @@ def test_inference_with_position_update_matches_reference(path, mask):
     assert_close(upd, want_upd)
 
 
-@pytest.mark.parametrize("nq,nk", [(NQ, NK), (5, 3), (NQ, 0)])
-@pytest.mark.parametrize("mask", ["none", "key_mask"])
+@pytest.mark.parametrize("nq,nk,mask", [(NQ, NK, "none"), (NQ, NK, "key_mask"), (5, 3, "key_mask"),
+                                         (NQ, 0, "key_mask")])
 @pytest.mark.parametrize("path", list(INFERENCE))
 def test_weight_free_inference_paths_match_reference(path, mask, nq, nk, monkeypatch):
     """A weight-free score (TNP-D's): the shared compiled loop over slices of the inputs
@@ -555,8 +555,8 @@ def test_attend_blocks_matches_reference():
 
 
 def test_attend_cache_matches_the_layer_call():
-    """Attention.attend_cache on a KeyValueCache (context block + recent slots) gives the
-    layer's own call on the keys written so far, with a key mask."""
+    """Attention.attend_cache on a KeyValueCache (a main block and a recent block, settled
+    as sampling does) gives the layer's own call on the keys written so far, with a key mask."""
     from taylorformer import decoding
 
     rng = np.random.default_rng(8)
@@ -571,6 +571,8 @@ def test_attend_cache_matches_the_layer_call():
     for t in range(nt):
         at = n_ctx + t
         cache = cache.write(tf.constant(at), k_heads[:, :, at:at + 1], v_heads[:, :, at:at + 1])
+        if (t + 1) % decoding.recent_slots(nt) == 0:  # the recent block is full: settle it
+            cache = cache.settle()
         length = at + 1
         got = layer.attend_cache(queries, cache, length, key_mask)
         want = layer(queries, keys[:, :length], key_mask=tf.constant(key_mask[:, :length]))

@@ -1,4 +1,4 @@
-"""Peak memory and time of dense vs tiled attention (taylorformer.attention_executor).
+"""Peak memory and time of dense vs tiled attention (taylorformer.attention).
 
 Every (N, path, XLA) config runs in a fresh subprocess, so its peak RSS
 (resource.getrusage max RSS, a high-water mark) is its own. In that process the forward
@@ -24,7 +24,7 @@ def child(n, path, xla, heads, dim, tile, repeats):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
 
-    from taylorformer.attention_executor import dense_attend, mha_score, tiled_attend
+    from taylorformer.attention import dense_attend, mha_score, tiled_attend
 
     tile = tile or 512
     q, k, v, dout = (tf.random.normal([1, heads, n, dim]) for _ in range(4))

@@ -8,7 +8,8 @@ from the working tree, or another commit with ``--candidate``), laid out as the
 installed package. Every (case, side, XLA) runs in a fresh subprocess, so its peak RSS
 (``ru_maxrss``) is its own; the sides alternate within each round, so both see the same
 machine load. Per run: the forward time (minimum over ``--reps`` calls after one
-warm-up call that traces and compiles), the warm-up call's time, the RSS before the
+warm-up call that traces and compiles) and its process CPU seconds (all threads; other
+jobs on a shared machine inflate it far less than the wall time), the warm-up call's time, the RSS before the
 first call and its peak, and the peak anonymous memory (heap and tensors, without the
 shared libraries' code pages: see :class:`AnonymousMemory`) over the whole run, and over
 the timed calls alone after the heap the first call freed is returned to the system
@@ -64,12 +65,14 @@ def child(case, xla, reps):
         first_s = time.perf_counter() - start
         release_free_heap()
         with AnonymousMemory() as steady:
-            times = []
+            times, cpu_times = [], []
             for _ in range(reps):
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 forward(batch).numpy()
                 times.append(time.perf_counter() - start)
-    return {"forward_s": round(min(times), 3), "first_call_s": round(first_s, 2),
+                cpu_times.append(time.process_time() - cpu_start)
+    return {"forward_s": round(min(times), 3), "forward_cpu_s": round(min(cpu_times), 3),
+            "first_call_s": round(first_s, 2),
             "rss_before_mib": round(rss_before),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "anon_before_mib": anon.before, "peak_anon_mib": anon.peak,
@@ -186,16 +189,17 @@ def main():
     median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     print(f"\nbaseline {args.baseline}, candidate {args.candidate or 'working tree'}; medians of "
           f"{args.rounds} round(s)\n")
-    print("| case | XLA | baseline s | candidate s | speed-up | peak RSS MiB (baseline / candidate) "
+    print("| case | XLA | baseline s | candidate s | speed-up | CPU s (baseline / candidate) "
+          "| peak RSS MiB (baseline / candidate) "
           "| peak anonymous MiB (baseline / candidate) | steady anonymous MiB (baseline / candidate) "
           "| first call s (baseline / candidate) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for case in cases:
         for xla in modes:
             b, c = rows[(case, xla, "baseline")], rows[(case, xla, "candidate")]
             bt, ct = median([x["forward_s"] for x in b]), median([x["forward_s"] for x in c])
-            pairs = [f"{median([x[key] for x in b])} / {median([x[key] for x in c])}"
-                     for key in ("peak_rss_mib", "peak_anon_mib", "steady_anon_mib", "first_call_s")]
+            pairs = [f"{median([x.get(key) for x in b])} / {median([x.get(key) for x in c])}"
+                     for key in ("forward_cpu_s", "peak_rss_mib", "peak_anon_mib", "steady_anon_mib", "first_call_s")]
             print(f"| {case} | {'yes' if xla else 'no'} | {bt:.3f} | {ct:.3f} | {bt / ct:.2f}x | "
                   + " | ".join(pairs) + " |")
 

@@ -58,7 +58,7 @@ class KeyValueCache(typing.NamedTuple):
     settled + C - 1``, where each step writes. Writing one row copies only the recent
     block (a TensorFlow scatter copies its input unless it can reuse it); every C steps
     :meth:`settle` moves the block into the main buffer. Attention reads both blocks in
-    place (:func:`taylorformer.attention_executor.attend_blocks`). A named tuple, so it
+    place (:func:`taylorformer.attention.attend_blocks`). A named tuple, so it
     is part of a ``tf.while_loop`` state.
     """
 
@@ -92,7 +92,7 @@ class KeyValueCache(typing.NamedTuple):
 
     def blocks(self, length, key_mask):
         """``[(k, v, valid [B, slots])]`` of the slots below ``length`` whose ``key_mask
-        [B, Nc + Nt]`` is 1, for :func:`~taylorformer.attention_executor.attend_blocks`."""
+        [B, Nc + Nt]`` is 1, for :func:`~taylorformer.attention.attend_blocks`."""
         key_mask = tf.cast(key_mask, tf.bool)
         n = tf.shape(key_mask)[1]
         main = tf.range(tf.shape(self.keys)[2])

@@ -33,7 +33,7 @@ functions of a head at ``b_f = 4^(f - (F-1)/2)`` (1/16 ... 16 for F=5, geometric
 and stay identical forever (F collapses to 1): spreading them breaks that symmetry.
 
 Execution: the score function runs through the shared executor
-(:mod:`taylorformer.attention_executor`) like every attention. ``position_features``
+(:mod:`taylorformer.attention`) like every attention. ``position_features``
 turns the positions into one feature tensor per group (``{group name: [B, N, C]}``,
 geodesic groups as unit vectors) before tiling; ``pair_floats`` (``H * (1 + sum of the
 groups' basis)``: the logits and the ``[B, H, F, tq, tk]`` basis) makes the executor's rule

@@ -31,7 +31,8 @@ Padded context points are masked everywhere (keys, means, softmaxes).
 import keras
 import tensorflow as tf
 
-from taylorformer import attention_executor, components
+from taylorformer import components
+from taylorformer.attention import attend, mha_score
 from taylorformer.layers import MLP, masked_mean
 from taylorformer.checks import check_choice, check_int
 
@@ -103,8 +104,7 @@ class PseudoTokenEncoder(keras.layers.Layer):
             return masked_mean(xc, mask_c)[:, None, :] + offsets
         q = self.init_q(tf.tile(tf.cast(self.pseudo, ctx.dtype)[None], [b, 1, 1]))[:, None]
         k = self.init_k(self.init_norm(ctx))[:, None]
-        avg = attention_executor.attend(attention_executor.mha_score, q, k, xc[:, None],
-                                        key_mask=mask_c)
+        avg = attend(mha_score, q, k, xc[:, None], key_mask=mask_c)
         return avg[:, 0] + offsets
 
     @staticmethod

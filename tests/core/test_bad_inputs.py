@@ -248,7 +248,7 @@ def test_saved_spec_must_be_a_dict_never_a_path(tmp_path, model, monkeypatch):
 def test_batch_64_at_1024_by_1000_runs_tiled():
     """Dense attention is chosen from the materialised bytes, batch included: 64 x 1024 x
     1000 pairs at 8 heads would take 2 GiB of logits, so tiles; one task is dense."""
-    from taylorformer.attention_executor import choose_tile
+    from taylorformer.attention import choose_tile
 
     q, k = tf.TensorSpec([64, 8, 1024, 16]), tf.TensorSpec([64, 8, 1000, 16])
     assert choose_tile(q, k)[0] > 0

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import taylorformer as tfm
-from taylorformer import attention_executor, decoding
+from taylorformer import attention, decoding
 from taylorformer.errors import SpecError
 from taylorformer.target_order import gather_targets, tile_batch
 
@@ -132,8 +132,7 @@ def test_attend_blocks_and_key_value_cache_against_numpy():
         if (t + 1) % decoding.recent_slots(nt) == 0:
             cache = cache.settle()
         length = n_ctx + t + 1
-        got = attention_executor.attend_blocks(attention_executor.mha_score, tf.constant(q),
-                                               cache.blocks(length, key_mask))
+        got = attention.attend_blocks(attention.mha_score, tf.constant(q), cache.blocks(length, key_mask))
         want = softmax_attention(q, k[:, :, :length].numpy(), v[:, :, :length].numpy(), key_mask[:, :length])
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert np.all(np.asarray(got)[2] == 0)

@@ -156,11 +156,11 @@ def test_cli_errors_are_one_line(run_dir, tmp_path, capsys):
 
 
 def test_compiled_forward_equals_the_eager_tiled_one_and_validates_eagerly(model):
-    from taylorformer import attention_executor
+    from taylorformer import attention
 
     query = _query(b=2, nc=40, nt=70, seed=5)
     batch = {**query, "yt": np.zeros((2, 70, 2), np.float32)}
-    with attention_executor.options(tile=(16, 16)):  # tiles: Python loop eagerly, XLA compiled
+    with attention.options(tile=(16, 16)):  # tiles: Python loop eagerly, XLA compiled
         eager, compiled = model.distribution(batch), model.compiled_distribution(batch)
     np.testing.assert_allclose(compiled.mean(), eager.mean(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(compiled.stddev(), eager.stddev(), rtol=1e-5, atol=1e-5)

@@ -1,4 +1,4 @@
-"""The attention contract: projections + a score function + the shared executor.
+"""The attention layer and its contract: projections + a score function + the shared executor.
 
 An attention plugin (kind ``attention``) is a Keras layer class that subclasses
 :class:`Attention` and overrides only the methods of the contract below; :meth:`call`
@@ -30,19 +30,21 @@ Call protocol (what encoders rely on)::
     # queries [B, Nq, Dq], keys [B, Nk, Dk], values [B, Nk, Dv] (default: keys)
     # q_pos [B, Nq, P], k_pos [B, Nk, P]: locations (used by location-aware scores)
     # key_mask [B, Nk] / query_mask [B, Nq]: 1 = real point; pair_mask_fn: structural
-    # mask from global indices (see taylorformer.attention_executor)
+    # mask from global indices (see taylorformer.attention.reference)
     # out [B, Nq, output_dim]; (out, new_q_pos) when ``updates_positions`` is True.
 
 Incremental decoding (autoregressive sampling, :mod:`taylorformer.decoding`) uses the
 same projections and score: ``key_value_heads(keys, values=None)`` gives the heads a
 :class:`~taylorformer.decoding.KeyValueCache` stores, ``attend_cache(queries, cache,
 length, key_mask)`` attends new query rows to its first ``length`` slots through
-:func:`taylorformer.attention_executor.attend_blocks`. Nothing to override.
+:func:`taylorformer.attention.executor.attend_blocks`. Nothing to override.
 """
 import keras
 import tensorflow as tf
 
-from taylorformer import attention_executor
+from taylorformer.attention.executor import attend, attend_blocks
+from taylorformer.attention.policy import choose_tile
+from taylorformer.attention.reference import mha_score
 from taylorformer.errors import SpecError
 from taylorformer.checks import check_int
 
@@ -77,8 +79,8 @@ class Attention(keras.layers.Layer):
     #: ``score(q, k, q_pos, k_pos, q_valid, k_valid)``: logits ``[B, H, tq, tk]`` of query
     #: tile ``q [B, H, tq, d]`` vs key tile ``k``. Here a plain function of the tiles (it
     #: reads no weights), so every layer's tiled forward pass can share one compiled loop
-    #: (:mod:`taylorformer.attention_executor`); a subclass overrides it with a method.
-    score = staticmethod(attention_executor.mha_score)
+    #: (:mod:`taylorformer.attention.speedups`); a subclass overrides it with a method.
+    score = staticmethod(mha_score)
 
     def position_features(self, positions):
         """What ``score`` receives as positions (here: the positions unchanged)."""
@@ -134,9 +136,9 @@ class Attention(keras.layers.Layer):
              values=None, query_mask=None):
         q = self._heads(self.q_proj(queries))
         k, v = self.key_value_heads(keys, values)
-        tile = attention_executor.choose_tile(q, k, self.pair_floats(), self.tile_size, self.dense_pairs)
+        tile = choose_tile(q, k, self.pair_floats(), self.tile_size, self.dense_pairs)
         update = self.position_update if self.updates_positions else None
-        result = attention_executor.attend(
+        result = attend(
             self.score, q, k, v, self.position_features(q_pos), self.position_features(k_pos),
             key_mask=key_mask, query_mask=query_mask, pair_mask_fn=pair_mask_fn, tile=tile,
             position_grads=self.position_gradients, update_fn=update)
@@ -154,7 +156,7 @@ class Attention(keras.layers.Layer):
             raise SpecError(f"{type(self).__name__} moves positions: it cannot run from a "
                             "key/value cache; sample with cache=False")
         q = self._heads(self.q_proj(queries))
-        out = attention_executor.attend_blocks(self.score, q, cache.blocks(length, key_mask))
+        out = attend_blocks(self.score, q, cache.blocks(length, key_mask))
         return self.merge_heads(out)
 
     def get_config(self):

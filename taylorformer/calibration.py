@@ -24,7 +24,6 @@ the validation NLL (CRPS for draws, which have no density). ``taylorformer evalu
 --recalibrate`` stores it in ``RUN_DIR/calibration.json`` (:func:`save_recalibration`)
 and ``predict`` applies it (:func:`apply_spread_scale`).
 """
-import datetime
 import hashlib
 import json
 import os
@@ -442,70 +441,10 @@ def load_recalibration(run_dir, checkpoint):
     return record
 
 
-def _units(task, dim_y):
+def data_units(task, dim_y):
     """Per-output factors from model units to data units (a standardising task's ``std``)."""
     std = getattr(task, "std", None) if hasattr(task, "to_original_units") else None
     if std is None:
         return None, "model"
     std = np.broadcast_to(np.asarray(std, np.float64).ravel(), (dim_y,))
     return std, "data"
-
-
-def calibrate_run(run_dir, task=None, task_config=None, split="test", checkpoint="best",
-                  batch_size=None, num_batches=None, num_samples=DEFAULT_SAMPLES, teacher_forced=False,
-                  recalibrate=False, use_stored=True, plot=None, seed=0):
-    """Calibration report of a run on ``split`` (:func:`summarize` plus ``mode``, ``split``,
-    ``units``). With ``recalibrate``: fit a spread scale on the ``val`` split, store it
-    (:func:`save_recalibration`) and add ``recalibrated`` (the report on ``split`` with it
-    applied, and the fit's ``scale``, ``criterion`` and validation before/after);
-    otherwise, with ``use_stored``, ``recalibrated`` for the stored one, if any. ``plot``:
-    a PNG path for :func:`taylorformer.plotting.calibration.plot_calibration`."""
-    from taylorformer.runs import load_run
-
-    check_int("calibration", "num_samples", num_samples, minimum=2)
-    if plot is not None and not str(plot).lower().endswith(".png"):
-        raise SpecError(f"calibration plot must be a .png path, got {plot!r}")
-    model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
-    mode = check_mode(model, teacher_forced)
-    if recalibrate and mode == "teacher-forced":
-        raise SpecError("recalibration is fitted on what predict returns, the multi-step samples of an "
-                        "autoregressive model; drop teacher_forced (--teacher-forced) to recalibrate")
-    batch_size = config["train"]["batch_size"] if batch_size is None else batch_size
-    units, unit_label = _units(task_obj, model.dim_y)
-    options = {"mode": mode, "batch_size": batch_size, "num_batches": num_batches,
-               "num_samples": num_samples, "seed": seed}
-    marginals = collect(model, task_obj, split, **options)
-    report = {"mode": mode, "split": split, "units": unit_label,
-              **({"num_samples": num_samples} if mode == "sampled" else {}),
-              **summarize(marginals, seed=seed, units=units)}
-    record = None
-    if recalibrate:
-        if not os.path.isfile(os.path.join(run_dir, f"{checkpoint}.keras")):
-            raise RunDirectoryError(f"{run_dir} has no {checkpoint}.keras to store a recalibration for "
-                                    "(one is stored per model file); recalibrate another --checkpoint")
-        val = collect(model, task_obj, "val", **options)
-        scale, criterion = fit_spread_scale(val)
-        record = {"method": "spread-scale", "scale": scale.tolist(), "criterion": criterion,
-                  "mode": mode, **({"num_samples": num_samples} if mode == "sampled" else {}),
-                  "checkpoint": checkpoint,
-                  "model_sha256": model_fingerprint(os.path.join(run_dir, f"{checkpoint}.keras")),
-                  "fitted_on": {"split": "val", "num_batches": num_batches, "batch_size": batch_size},
-                  "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "validation": {"before": summarize(val, seed=seed, units=units),
-                                 "after": summarize([m.with_scale(scale) for m in val], seed=seed,
-                                                    units=units)}}
-        report["recalibration_file"] = save_recalibration(run_dir, checkpoint, record)
-    elif use_stored and mode != "teacher-forced":
-        record = load_recalibration(run_dir, checkpoint)
-    if record is not None:
-        scale = np.asarray(record["scale"], np.float64)
-        report["recalibrated"] = {"method": record["method"], "scale": record["scale"],
-                                  "criterion": record.get("criterion"),
-                                  **summarize([m.with_scale(scale) for m in marginals], seed=seed, units=units)}
-    if plot is not None:
-        from taylorformer.plotting.calibration import plot_calibration
-
-        title = f"{os.path.basename(os.path.normpath(run_dir))}: {split} split, {mode}"
-        plot_calibration(report, title=title).savefig(plot, dpi=110)
-        report["plot"] = str(plot)
-    return report

@@ -193,9 +193,7 @@ def _cmd_evaluate(args):
                                checkpoint=args.checkpoint, batch_size=args.batch_size,
                                num_samples=args.samples, consistency=args.consistency)
     if args.calibration or args.recalibrate:
-        from taylorformer import calibration
-
-        result["calibration"] = calibration.calibrate_run(
+        result["calibration"] = runs.calibrate_run(
             args.run_dir, task=args.task, task_config=_json_arg(args.task_config, "--task-config"),
             split=args.split, checkpoint=args.checkpoint, batch_size=args.batch_size,
             num_batches=args.batches, num_samples=args.calibration_samples,

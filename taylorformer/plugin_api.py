@@ -239,6 +239,11 @@ def _likelihood(cls, version):
     return cls
 
 
+def _defined_by(cls, name):
+    """The class in ``cls``'s MRO whose body defines ``name`` (None: none does)."""
+    return next((klass for klass in getattr(cls, "__mro__", ()) if name in vars(klass)), None)
+
+
 def _task(obj, version):
     cls = obj.func if isinstance(obj, functools.partial) else obj
     if isinstance(obj, functools.partial):
@@ -249,10 +254,11 @@ def _task(obj, version):
     _require(cls, "dataset", "dataset(self, split, batch_size, seed=0, num_batches=None, start=0)", version,
              "train", 1, seed=0, num_batches=None, start=0)
     _require(cls, "get_config", "get_config(self) -> dict", version)
-    from taylorformer.task import Task
-
-    if issubclass(cls, Task) and cls.dataset is Task.dataset:  # Task.dataset calls sample()
-        if cls.sample is Task.sample:
+    # the base class is recognised by name: importing taylorformer.task here would close an
+    # import cycle (task -> components -> registry -> plugin_api)
+    base = _defined_by(cls, "dataset")
+    if base is not None and (base.__module__, base.__qualname__) == ("taylorformer.task", "Task"):
+        if _defined_by(cls, "sample") is base:  # Task.dataset calls sample()
             raise ContractProblem(f"{cls.__name__} subclasses taylorformer.task.Task but implements neither "
                                   f"sample() nor dataset(): plugin API {version} expects "
                                   f"sample(self, rng, batch_size, split)")

@@ -7,15 +7,16 @@ way when the object can be rebuilt (:func:`task_record`); one holding in-memory 
 ``"task_object"``, and loading, evaluating or plotting that run needs the same task
 object again (``task=obj``): the error says so.
 """
+import datetime
 import functools
 import json
 import os
 
 import numpy as np
 
-from taylorformer import registry
+from taylorformer import calibration, registry
 from taylorformer.checks import check_choice, check_int
-from taylorformer.errors import TaskError, UnknownComponentError
+from taylorformer.errors import RunDirectoryError, SpecError, TaskError, UnknownComponentError
 from taylorformer.evaluation import check_evaluate_options, evaluate
 from taylorformer.run_dir import RunDirectory
 from taylorformer.task import make_task, plot_task
@@ -140,7 +141,6 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
     the run's stored spread scale of ``checkpoint`` (``RUN_DIR/calibration.json``, from
     ``evaluate --recalibrate``), if any, is applied and written as ``spread_scale``
     (:func:`taylorformer.calibration.apply_spread_scale`)."""
-    from taylorformer.calibration import apply_spread_scale, load_recalibration
     from taylorformer.checks import check_bool
     from taylorformer.query import DEFAULT_LEVELS, check_format, predict_query, read_query, write_predictions
 
@@ -148,11 +148,69 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
     check_bool("predict", "recalibration", recalibration)
     check_format(output, (".npz", ".nc", ".csv"))  # a bad output name fails before any work
     query = read_query(inputs, context, x_columns=x_columns, y_columns=y_columns)
-    record = load_recalibration(run_dir, checkpoint) if recalibration else None
+    record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
     model = RunDirectory(run_dir).load_model(checkpoint)
     result = predict_query(model, query, levels=DEFAULT_LEVELS if levels is None else levels,
                            num_samples=num_samples, chunk_size=chunk_size, seed=seed, verbose=verbose)
     if record is not None:
-        result = apply_spread_scale(result, record["scale"])
+        result = calibration.apply_spread_scale(result, record["scale"])
     write_predictions(output, query, result)
     return output, int(np.prod(query["xt"].shape[:2]))
+
+
+def calibrate_run(run_dir, task=None, task_config=None, split="test", checkpoint="best",
+                  batch_size=None, num_batches=None, num_samples=calibration.DEFAULT_SAMPLES, teacher_forced=False,
+                  recalibrate=False, use_stored=True, plot=None, seed=0):
+    """Calibration report of a run on ``split`` (:func:`taylorformer.calibration.summarize`
+    plus ``mode``, ``split``, ``units``). With ``recalibrate``: fit a spread scale on the ``val`` split, store it
+    (:func:`taylorformer.calibration.save_recalibration`) and add ``recalibrated`` (the
+    report on ``split`` with it applied, and the fit's ``scale``, ``criterion`` and validation before/after);
+    otherwise, with ``use_stored``, ``recalibrated`` for the stored one, if any. ``plot``:
+    a PNG path for :func:`taylorformer.plotting.calibration.plot_calibration`."""
+    from taylorformer.plotting.calibration import plot_calibration
+
+    check_int("calibration", "num_samples", num_samples, minimum=2)
+    if plot is not None and not str(plot).lower().endswith(".png"):
+        raise SpecError(f"calibration plot must be a .png path, got {plot!r}")
+    model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
+    mode = calibration.check_mode(model, teacher_forced)
+    if recalibrate and mode == "teacher-forced":
+        raise SpecError("recalibration is fitted on what predict returns, the multi-step samples of an "
+                        "autoregressive model; drop teacher_forced (--teacher-forced) to recalibrate")
+    batch_size = config["train"]["batch_size"] if batch_size is None else batch_size
+    units, unit_label = calibration.data_units(task_obj, model.dim_y)
+    options = {"mode": mode, "batch_size": batch_size, "num_batches": num_batches,
+               "num_samples": num_samples, "seed": seed}
+    marginals = calibration.collect(model, task_obj, split, **options)
+    report = {"mode": mode, "split": split, "units": unit_label,
+              **({"num_samples": num_samples} if mode == "sampled" else {}),
+              **calibration.summarize(marginals, seed=seed, units=units)}
+    record = None
+    if recalibrate:
+        if not os.path.isfile(os.path.join(run_dir, f"{checkpoint}.keras")):
+            raise RunDirectoryError(f"{run_dir} has no {checkpoint}.keras to store a recalibration for "
+                                    "(one is stored per model file); recalibrate another --checkpoint")
+        val = calibration.collect(model, task_obj, "val", **options)
+        scale, criterion = calibration.fit_spread_scale(val)
+        record = {"method": "spread-scale", "scale": scale.tolist(), "criterion": criterion,
+                  "mode": mode, **({"num_samples": num_samples} if mode == "sampled" else {}),
+                  "checkpoint": checkpoint,
+                  "model_sha256": calibration.model_fingerprint(os.path.join(run_dir, f"{checkpoint}.keras")),
+                  "fitted_on": {"split": "val", "num_batches": num_batches, "batch_size": batch_size},
+                  "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "validation": {"before": calibration.summarize(val, seed=seed, units=units),
+                                 "after": calibration.summarize([m.with_scale(scale) for m in val], seed=seed,
+                                                    units=units)}}
+        report["recalibration_file"] = calibration.save_recalibration(run_dir, checkpoint, record)
+    elif use_stored and mode != "teacher-forced":
+        record = calibration.load_recalibration(run_dir, checkpoint)
+    if record is not None:
+        scale = np.asarray(record["scale"], np.float64)
+        report["recalibrated"] = {"method": record["method"], "scale": record["scale"],
+                                  "criterion": record.get("criterion"),
+                                  **calibration.summarize([m.with_scale(scale) for m in marginals], seed=seed, units=units)}
+    if plot is not None:
+        title = f"{os.path.basename(os.path.normpath(run_dir))}: {split} split, {mode}"
+        plot_calibration(report, title=title).savefig(plot, dpi=110)
+        report["plot"] = str(plot)
+    return report

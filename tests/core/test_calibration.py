@@ -127,11 +127,11 @@ def test_crps_and_sharpness_in_data_units_for_a_standardising_task():
         def to_original_units(self, y):
             return y * self.std
 
-    units, label = cal._units(Standardised(), 1)
+    units, label = cal.data_units(Standardised(), 1)
     loc, sd, y = _gaussian(n=1000)
     m = cal.NormalMarginals(y, _observed(y), loc, sd)
     plain, scaled = cal.summarize([m]), cal.summarize([m], units=units)
-    assert label == "data" and cal._units(object(), 1) == (None, "model")
+    assert label == "data" and cal.data_units(object(), 1) == (None, "model")
     assert scaled["crps"] == pytest.approx(3 * plain["crps"])
     assert scaled["sharpness"]["mean_stddev"] == pytest.approx(3 * plain["sharpness"]["mean_stddev"])
     assert scaled["pit"] == plain["pit"] and scaled["nll"] == plain["nll"]

@@ -138,6 +138,9 @@ def _module(model, normaliser):
     dx, dy = model.dim_x, model.dim_y
     module = tf.Module()
     module.model = model
+    # every weight tracked by the module itself: a plugin may keep layers in nested Python
+    # containers (te-pt-tnp's blocks) that Keras finds but tf.saved_model's tracking does not
+    module.model_variables = [getattr(v, "value", v) for v in model.variables]
     for key in ("x_offset", "x_scale", "y_offset", "y_scale"):
         setattr(module, key, tf.Variable(np.asarray(normaliser[key], np.float32), trainable=False, name=key))
     module.normaliser_json = tf.Variable(json.dumps(normaliser), trainable=False, name="normaliser_json")

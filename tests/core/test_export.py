@@ -206,3 +206,26 @@ def test_local_taylor_input_dim_error_says_what_to_do(tmp_path):
     build_model({"preset": "tnp-d", **LAYERS, "dim_x": task.dim_x})
     build_model({"preset": "taylorformer", "dim_x": task.dim_x, "wrapper": None,
                  "encoder": {**LAYERS["encoder"], "enc_dim": 6 * task.dim_x}, "head": LAYERS["head"]})
+
+
+@pytest.mark.slow  # traces and saves two more models
+@pytest.mark.parametrize("spec", [
+    {"preset": "cnp"},
+    # pseudo-tokens keep their layers in nested Python containers: exported all the same
+    {"preset": "te-pt-tnp", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8,
+                                        "num_pseudo": 4}, "head": {"width": 16}},
+], ids=["cnp", "te-pt-tnp"])
+def test_other_conditional_models_export(spec, tmp_path):
+    import tensorflow as tf
+
+    model = build_model({**spec, "dim_x": 2, "dim_y": 1})
+    export_model(model, tmp_path / "m")
+    serve = tf.saved_model.load(str(tmp_path / "m")).signatures["serving_default"]
+    rng = np.random.default_rng(4)
+    for nc, nt in ((3, 2), (25, 9)):
+        query = {"xc": rng.normal(size=(2, nc, 2)).astype(np.float32),
+                 "yc": rng.normal(size=(2, nc, 1)).astype(np.float32),
+                 "xt": rng.normal(size=(2, nt, 2)).astype(np.float32)}
+        out, dist = serve(**query), model.predict_distribution(query)
+        np.testing.assert_allclose(out["mean"], dist.mean(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out["stddev"], dist.stddev(), rtol=1e-5, atol=1e-5)

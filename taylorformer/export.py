@@ -29,8 +29,9 @@ the string ``loaded.normaliser_json`` and the asset ``assets/normaliser.json``
 Not exportable (:func:`export_refusal` says why, ``taylorformer export`` refuses with an
 ``error:`` line): autoregressive models (``taylorformer``, ``tnp-a``; ``model.causal``),
 whose prediction is joint sampling target by target with a per-sample cache in a Python
-loop, and whose one-step conditionals would need the unknown ``yt``; and models needing
-inputs besides ``xc``/``yc``/``xt`` (``sc``/``tc``/``st``/``tt`` groups).
+loop, and whose one-step conditionals would need the unknown ``yt``; and runs whose task
+gives the model feature groups besides ``x`` (``sc``/``tc``/``st``/``tt``: ``gridded``,
+``stations``, the spatial GP tasks; :func:`task_refusal`).
 """
 import json
 import os
@@ -47,8 +48,8 @@ LOCATIONS = ("loc", "locs")
 SCALES = ("scale", "scales")
 #: parameters that do not change with the units of y
 UNITLESS = ("df", "logits")
-#: batch keys a served model may read; a model asking for others is refused
-SERVED_KEYS = ("xc", "yc", "xt", "mask_c", "mask_t")
+#: batch keys of the feature groups (spatio-temporal tasks), which the signatures do not take
+GROUP_KEYS = ("sc", "tc", "st", "tt")
 
 
 def _autoregressive(name):
@@ -62,6 +63,18 @@ def export_refusal(model):
     """Why ``model`` cannot be exported (one sentence), or None when it can."""
     if getattr(model, "causal", False):
         return _autoregressive(f"model {model.name!r}")
+    return None
+
+
+def task_refusal(task):
+    """Why a model trained on ``task`` cannot be served from ``xc``/``yc``/``xt`` alone (its
+    batches carry the feature groups ``sc``/``tc``/``st``/``tt`` a model may read), or None."""
+    extra = getattr(task, "extra_signature", None)
+    groups = sorted(set(extra() if callable(extra) else ()) & set(GROUP_KEYS))
+    if groups:
+        return (f"its task {getattr(task, 'name', type(task).__name__)!r} gives the model the feature "
+                f"groups {groups} (space/time positions) besides x, and the exported signatures take "
+                "xc, yc, xt (and masks) only")
     return None
 
 
@@ -238,6 +251,9 @@ def export_run(run_dir, output, checkpoint="best", task=None, task_config=None):
     if spec.get("kind") == "autoregressive":  # refuse before loading the task's data
         raise ExportError(f"cannot export run {run_dir}: " + _autoregressive("its model"))
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
+    refusal = task_refusal(task_obj)
+    if refusal:
+        raise ExportError(f"cannot export run {run_dir}: {refusal}")
     normaliser = task_normaliser(task_obj, model.dim_x, model.dim_y)
     extra = {"task": _task_label(task, config), "task_config": config.get("task_config"),
              "run_dir": os.path.abspath(run_dir), "checkpoint": checkpoint}

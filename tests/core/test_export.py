@@ -229,3 +229,11 @@ def test_other_conditional_models_export(spec, tmp_path):
         out, dist = serve(**query), model.predict_distribution(query)
         np.testing.assert_allclose(out["mean"], dist.mean(), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(out["stddev"], dist.stddev(), rtol=1e-5, atol=1e-5)
+
+
+def test_tasks_with_feature_groups_are_refused():
+    from taylorformer.export import task_refusal
+    from taylorformer.task import make_task
+
+    assert "['sc', 'st']" in task_refusal(make_task("generic-spatial"))
+    assert task_refusal(make_task("gp")) is None

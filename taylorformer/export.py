@@ -156,7 +156,8 @@ def _module(model, normaliser):
     module.model_variables = [getattr(v, "value", v) for v in model.variables]
     for key in ("x_offset", "x_scale", "y_offset", "y_scale"):
         setattr(module, key, tf.Variable(np.asarray(normaliser[key], np.float32), trainable=False, name=key))
-    module.normaliser_json = tf.Variable(json.dumps(normaliser), trainable=False, name="normaliser_json")
+    module.normaliser_json = tf.Variable(json.dumps(normaliser, default=str), trainable=False,
+                                         name="normaliser_json")
 
     def predict(xc, yc, xt, mask_c, mask_t):
         zx = lambda x: (x - module.x_offset) / module.x_scale  # noqa: E731
@@ -204,6 +205,9 @@ def export_model(model, output, normaliser=None, extra=None):
         raise ExportError(f"cannot export: {refusal}")
     output = check_output_dir(output)
     normaliser = dict(normaliser or task_normaliser(None, model.dim_x, model.dim_y))
+    missing = [k for k in ("x_offset", "x_scale", "y_offset", "y_scale") if k not in normaliser]
+    if missing:
+        raise ExportError(f"export normaliser needs x_offset, x_scale, y_offset, y_scale; missing {missing}")
     for key, dim in (("x_offset", model.dim_x), ("x_scale", model.dim_x), ("y_offset", model.dim_y),
                      ("y_scale", model.dim_y)):
         value = np.asarray(normaliser[key], np.float64)
@@ -212,7 +216,8 @@ def export_model(model, output, normaliser=None, extra=None):
                               f"{' (nonzero)' if 'scale' in key else ''}, got {normaliser[key]!r}")
     unknown = [n for n in model.likelihood.parameters(tf.zeros([1, 1, model.likelihood.num_params(model.dim_y)]))
                if n not in LOCATIONS + SCALES + UNITLESS]
-    if unknown and not (np.all(np.asarray(normaliser["y_offset"]) == 0) and np.all(np.asarray(normaliser["y_scale"]) == 1)):
+    identity_y = np.all(np.asarray(normaliser["y_offset"]) == 0) and np.all(np.asarray(normaliser["y_scale"]) == 1)
+    if unknown and not identity_y:
         raise ExportError(f"cannot export: the likelihood's parameters {unknown} have no known units, so "
                           "they cannot be mapped back to the data's units")
     record = {**normaliser, "spec": model.spec, **(extra or {})}

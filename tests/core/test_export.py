@@ -44,7 +44,8 @@ SERVE = textwrap.dedent("""
         out[f"padded_{key}"] = value.numpy()
     out["y_scale"] = loaded.y_scale.numpy()
     out["normaliser"] = np.array(loaded.normaliser_json.numpy().decode())
-    out["modules"] = np.array(sorted(m for m in sys.modules if m.split(".")[0] in ("taylorformer", "plugins")), dtype=str)
+    ours = sorted(m for m in sys.modules if m.split(".")[0] in ("taylorformer", "plugins"))
+    out["modules"] = np.array(ours, dtype=str)
     np.savez(sys.argv[3], **out)
 """)
 
@@ -165,7 +166,8 @@ def test_mixture_parameters_are_mapped_to_the_data_units(tmp_path):
     scale, offset = np.array([4.0, 0.5], np.float32), np.array([10.0, -3.0], np.float32)
     params = model({"xc": (xc - 5) / 2, "yc": (yc - offset) / scale, "xt": (xt - 5) / 2,
                     "yt": np.zeros((1, 4, 2), np.float32)})
-    np.testing.assert_allclose(out["param_locs"], params["locs"] * scale[:, None] + offset[:, None], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out["param_locs"], params["locs"] * scale[:, None] + offset[:, None],
+                               rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out["param_scales"], params["scales"] * scale[:, None], rtol=1e-5)
     np.testing.assert_allclose(out["param_logits"], params["logits"], rtol=1e-5, atol=1e-6)
     dist = model.likelihood.distribution(params)

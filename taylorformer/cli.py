@@ -1,4 +1,5 @@
-"""The ``taylorformer`` command line: plugins, train, evaluate, plot, predict, place, replicate.
+"""The ``taylorformer`` command line: plugins, train, evaluate, plot, predict, place, export,
+replicate.
 
 A library error (and a bad file or value given by the user) is one line ``error: ...`` on
 stderr with exit code 2, as is a bad argument; any other exception is one line with exit
@@ -244,6 +245,15 @@ def _cmd_place(args):
     print(result.table.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
     print(f"{len(result.table)} location(s) written to {args.output}"
           + (f"; map: {args.plot}" if args.plot else ""))
+    return 0
+
+
+def _cmd_export(args):
+    from taylorformer import export
+
+    output = export.export_run(args.run_dir, args.output, checkpoint=args.checkpoint)
+    print(f"SavedModel written to {output} (signatures serving_default(xc, yc, xt) and "
+          "with_masks(xc, yc, xt, mask_c, mask_t); docs/export.md)")
     return 0
 
 
@@ -516,6 +526,20 @@ def build_parser():
     p.add_argument("--y-columns", type=_names, help="CSV output columns of the context, comma-separated")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_place)
+
+    p = command("export", help="write a run's model as a TensorFlow SavedModel that serves any size",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="A SavedModel that needs TensorFlow only: signatures serving_default(xc, yc, xt)\n"
+                            "and with_masks(xc, yc, xt, mask_c, mask_t) for contexts and targets of any\n"
+                            "size, no yt; raw data units in, predictive mean, stddev and the likelihood's\n"
+                            "parameters in the data's units out (the task's normaliser is inside).",
+                epilog="Autoregressive models (taylorformer, tnp-a) are refused: they predict by\n"
+                       "sampling target after target in a Python loop. See docs/export.md.")
+    p.add_argument("run_dir")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="new or empty directory outside the run")
+    p.add_argument("--checkpoint", choices=["best", "model"], default="best")
+    p.set_defaults(func=_cmd_export)
 
     from taylorformer.replication import DEFAULT_RESULTS
 

@@ -59,6 +59,11 @@ class RunDirectoryError(TaylorformerError):
     process, or one of its files is corrupt (the error names the file)."""
 
 
+class ExportError(TaylorformerError):
+    """A model cannot be exported as asked (an autoregressive model, a non-affine
+    normaliser) or the export's output directory cannot be used."""
+
+
 def close_matches(word, candidates):
     """Up to three close spellings of ``word`` among ``candidates``."""
     return difflib.get_close_matches(str(word), sorted(candidates), n=3, cutoff=0.5)

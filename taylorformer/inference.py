@@ -4,6 +4,17 @@ import tensorflow as tf
 from taylorformer.batch import with_masks
 
 
+def with_unknown_targets(batch, dim_y):
+    """``batch`` with ``yt`` zeros ``[B, Nt, dim_y]`` where it has none: prediction needs
+    only the context and the target inputs (a conditional model never reads ``yt``; an
+    autoregressive one samples it). A dict without ``xt`` is returned unchanged (the
+    batch check then names what is missing)."""
+    if not isinstance(batch, dict) or "yt" in batch or "xt" not in batch:
+        return batch
+    shape = tf.concat([tf.shape(tf.convert_to_tensor(batch["xt"]))[:2], [dim_y]], 0)
+    return {**batch, "yt": tf.zeros(shape, tf.float32)}
+
+
 def masked_point_mean(values, mask):
     """Mean over real points of ``values [B, N]`` (float64) -> ``[B]``."""
     mask = tf.cast(mask, tf.float64)
@@ -37,8 +48,9 @@ def predict(model, batch, num_samples=0, seed=None):
     independently. Autoregressive NPs (``model.causal``): joint samples drawn step by
     step (``model.sample``), and mean/stddev are Monte Carlo estimates from them
     (``num_samples`` defaults to 50), since the teacher-forced conditionals would
-    condition on the unknown ``yt``.
+    condition on the unknown ``yt``. ``batch`` needs no ``yt`` (:func:`with_unknown_targets`).
     """
+    batch = with_unknown_targets(batch, model.dim_y)
     if getattr(model, "causal", False):
         samples = model.sample(batch, num_samples or 50, seed=seed)
         out = {"mean": tf.reduce_mean(samples, 0), "stddev": tf.math.reduce_std(samples, 0)}

@@ -227,7 +227,16 @@ class LocalTaylor:
         self.q = int(check_choice(owner, "q", q, (0, 1)))
         self.k = check_int(owner, "k", k)
         if dim_x not in (1, 2):
-            raise SpecError(f"local-taylor supports 1-D and 2-D inputs, got dim_x={dim_x}")
+            raise SpecError(
+                f"local-taylor (the wrapper of the taylorformer, taylorformer-x and taylorformer-xy "
+                f"presets) supports 1-D and 2-D inputs x, got dim_x={dim_x}. A csv/ett task's x is "
+                f"the window position plus one input per covariate column and two per calendar "
+                f"feature (one with calendar_encoding='linear'): one covariate gives 2-D x, a "
+                f"calendar feature 3-D. Instead: drop calendar_features (and keep at most one "
+                f"covariate), use a preset for any input dim (tnp-d, cnp, te-tnp, te-pt-tnp, "
+                f"bsa-tnp, tnp-a), or keep the taylorformer encoder without LocalTaylor with the "
+                f"spec overrides \"wrapper\": null and an encoder enc_dim that is a multiple of "
+                f"2 * dim_x (docs/tasks.md, 'Which presets take which inputs')")
         self.dim_x, self.dim_y = dim_x, dim_y
         self.max_slope = check_number(owner, "max_slope", max_slope, low=0, low_open=True)
         self.min_dx = check_number(owner, "min_dx", min_dx, low=0)

@@ -366,7 +366,8 @@ def start_tensorflow(debug=False):
 def build_parser():
     from taylorformer import __version__
 
-    parser = _Parser(prog="taylorformer", description=__doc__,
+    # the module docstring's first two paragraphs: the commands and the error convention
+    parser = _Parser(prog="taylorformer", description="\n\n".join(__doc__.split("\n\n")[:2]),
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"taylorformer {__version__}")
     parser.add_argument("--debug", action="store_true",

@@ -41,6 +41,7 @@ import platform
 import shlex
 import subprocess
 import time
+import warnings
 
 from taylorformer import registry
 from taylorformer.checks import check_choice, check_int, check_number
@@ -309,20 +310,37 @@ def metric_function(model, metric):
 
 def task_values(model, task, metric, split="test", batch_size=16, num_tasks=None):
     """float64 ``[n]``: ``metric`` (:data:`METRICS`) of each of the first ``num_tasks`` tasks
-    (``None``: every task) of ``split``, in batches of ``batch_size`` (of ``num_tasks`` where
-    fewer)."""
+    (``None``: every task) of ``split`` that has an observed target, in batches of
+    ``batch_size`` (of ``num_tasks`` where fewer). A task whose target values are all
+    missing (NaN) has nothing to score and is left out (:func:`replicate` prints how many)."""
+    values, _ = _task_values(model, task, metric, split, batch_size, num_tasks)
+    return values
+
+
+def _task_values(model, task, metric, split, batch_size, num_tasks):
+    """``(values of the tasks with an observed target, number of tasks skipped)``."""
     import numpy as np
+
+    from taylorformer.batch import observed_tasks, with_masks
+    from taylorformer.errors import TaskError
 
     if num_tasks is not None:
         batch_size = min(batch_size, num_tasks)
     num_batches = None if num_tasks is None else math.ceil(num_tasks / batch_size)
     per_task = metric_function(model, metric)
-    values = [per_task(batch).numpy() for batch in task.dataset(split, batch_size=batch_size,
-                                                               num_batches=num_batches)]
+    values, observed = [], []
+    for batch in task.dataset(split, batch_size=batch_size, num_batches=num_batches):
+        values.append(per_task(batch).numpy())
+        observed.append(observed_tasks(with_masks(batch)).numpy() > 0.5)
     if not values:
         raise ValueError(f"task split {split!r} produced no tasks to evaluate")
-    values = np.concatenate(values)
-    return values if num_tasks is None else values[:num_tasks]
+    values, observed = np.concatenate(values), np.concatenate(observed)
+    if num_tasks is not None:
+        values, observed = values[:num_tasks], observed[:num_tasks]
+    if not observed.any():
+        raise TaskError(f"no task of split {split!r} has an observed target: all {observed.size} "
+                        "task(s) have only missing (NaN) target values, so there is nothing to score")
+    return values[observed], int((~observed).sum())
 
 
 def mean_stderr(values):
@@ -493,8 +511,12 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     num_tasks = eval_tasks or (row.evaluation.num_tasks if label == "paper" else
                                min(row.small.eval_tasks, row.evaluation.num_tasks or row.small.eval_tasks))
     model, task, _ = runs.load_run(out_dir, "best", task=eval_name, task_config=eval_config)
-    values = task_values(model, task, row.metric, split=row.evaluation.split,
-                         batch_size=batch_size or row.evaluation.batch_size, num_tasks=num_tasks)
+    values, skipped = _task_values(model, task, row.metric, row.evaluation.split,
+                                   batch_size or row.evaluation.batch_size, num_tasks)
+    if skipped:
+        warnings.warn(f"{row.id}: {skipped} evaluation task(s) have no observed target (all their target "
+                      f"values are missing) and are left out; the value is over {len(values)} task(s)",
+                      stacklevel=2)
     value, stderr = mean_stderr(values)
     record = {"row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
               "stderr": stderr, "num_tasks": len(values), "paper_value": row.paper_value,

@@ -7,6 +7,7 @@ with one message shape: ``{owner} {key!r} must be {what is allowed}, got {value!
 """
 import math
 import numbers
+import os
 
 from taylorformer.errors import SpecError, close_matches
 
@@ -82,3 +83,36 @@ def check_widths(owner, key, value, single=True, error=SpecError):
         fail(owner, key, value, "an int >= 1 or a non-empty list of them" if single
              else "a non-empty list of ints >= 1", error)
     return [check_int(owner, f"{key}[{i}]", w, error=error) for i, w in enumerate(value)]
+
+
+def available_memory():
+    """Bytes of memory this process can still allocate (``MemAvailable`` of
+    ``/proc/meminfo``; else the physical memory; None where neither is known)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_memory(owner, what, nbytes, hint, error=SpecError):
+    """Refuse (``error`` naming ``what``, the memory it needs and what is available, and
+    ``hint``) a computation that needs ``nbytes`` of memory, more than is available."""
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise error(f"{owner}: {what} needs about {_size(nbytes)} of memory, {_size(available)} is "
+                    f"available; {hint}")
+    return nbytes
+
+
+def _size(nbytes):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024 or unit == "PiB":
+            return f"{nbytes:.3g} {unit}" if unit != "bytes" else f"{int(nbytes)} bytes"
+        nbytes /= 1024

@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from taylorformer.batch import with_masks
-from taylorformer.checks import check_int
+from taylorformer.checks import check_int, check_memory
 from taylorformer.errors import SpecError, TaskError
 from taylorformer.inference import loglik, masked_point_mean, observed_log_prob
 from taylorformer.target_order import permute_targets
@@ -134,6 +134,11 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
         if gt_key in batch:
             gts.append(batch[gt_key].numpy()[m["observed"]])
         if autoregressive and num_samples:
+            if i == 0:  # [S, B, Nt, Dy] draws, as float64 about 4 times over in sample_metrics
+                shape = np.shape(batch["yt"])
+                check_memory("evaluate", f"{num_samples} samples of {shape[0]} task(s) x {shape[1]} "
+                             "target(s)", 5 * 8 * num_samples * int(np.prod(shape)),
+                             "ask for fewer samples (--samples) or a smaller --batch-size")
             samples = model.sample(batch, num_samples, seed=[seed, i])
             observed = with_masks(batch)  # unobserved (NaN) targets leave the metrics
             sampled.append(sample_metrics(samples, observed["yt"], observed["mask_t"], observed["observed_t"]))

@@ -40,12 +40,13 @@ import os
 import platform
 import shlex
 import subprocess
+import tempfile
 import time
 import warnings
 
 from taylorformer import registry
 from taylorformer.checks import check_choice, check_int, check_number
-from taylorformer.errors import RunDirectoryError, SpecError
+from taylorformer.errors import RunDirectoryError, SpecError, TaylorformerError
 from taylorformer.run_dir import RunDirectory, atomic_write_text
 from taylorformer.spec import deep_merge
 
@@ -404,17 +405,66 @@ def command_line(row_id, budget, out=None, results=None, eval_tasks=None, task_c
 
 
 # ----------------------------------------------------------------------------- results
+#: columns of a results line that hold numbers (checked when the file is read)
+NUMERIC_COLUMNS = {"steps": int, "value": float, "stderr": float, "num_tasks": int, "paper_value": float}
+
+
 def read_results(path):
-    """The results CSV at ``path`` as a list of dicts (``[]`` when it does not exist);
-    a file whose header is not :data:`RESULT_COLUMNS` is a RunDirectoryError naming it."""
-    if not os.path.exists(path):
+    """The results CSV at ``path`` as a list of dicts (``[]`` when it does not exist).
+    RunDirectoryError naming the file (and the line) when it is a directory, not UTF-8
+    text (a binary file), not a CSV, its header is not :data:`RESULT_COLUMNS`, or a line
+    has the wrong number of fields or a non-number in :data:`NUMERIC_COLUMNS`."""
+    if not os.path.lexists(path):
         return []
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if tuple(reader.fieldnames or ()) != RESULT_COLUMNS:
-            raise RunDirectoryError(f"results file {path} has columns {reader.fieldnames}, not the "
-                                    f"replication columns {list(RESULT_COLUMNS)}; pass another --results")
-        return list(reader)
+    if os.path.isdir(path):
+        raise RunDirectoryError(f"results file {path} is a directory; pass a CSV file as --results")
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            fields = reader.fieldnames
+            lines = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise RunDirectoryError(f"results file {path} is not a readable CSV text file "
+                                f"({type(exc).__name__}: {exc}); pass another --results") from None
+    if tuple(fields or ()) != RESULT_COLUMNS:
+        raise RunDirectoryError(f"results file {path} has columns {fields}, not the "
+                                f"replication columns {list(RESULT_COLUMNS)}; pass another --results")
+    for number, line in enumerate(lines, start=2):
+        problem = None
+        if None in line or None in line.values():
+            problem = "wrong number of fields"
+        else:
+            for column, kind in NUMERIC_COLUMNS.items():
+                try:
+                    kind(line[column])
+                except ValueError:
+                    problem = f"{column} {line[column]!r} is not a number"
+                    break
+        if problem:
+            raise RunDirectoryError(f"results file {path} is malformed at line {number} ({problem}); "
+                                    "fix or remove that line, or pass another --results")
+    return lines
+
+
+def check_results_file(path):
+    """Everything :func:`append_result` needs, checked before any training: the file
+    reads (:func:`read_results`) and a file can be written in its directory (created
+    where missing: its nearest existing ancestor must be a writable directory).
+    RunDirectoryError naming the file otherwise."""
+    read_results(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    existing = directory
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise RunDirectoryError(f"results file {path} cannot be written: {existing} is not a directory")
+    try:  # a real probe (permissions, read-only mounts, quotas), removed at once
+        with tempfile.NamedTemporaryFile(prefix=".tmp-probe-", dir=existing):
+            pass
+    except OSError as exc:
+        raise RunDirectoryError(f"results file {path} cannot be written ({exc}); pass another "
+                                "--results") from None
+    return path
 
 
 def append_result(path, record):
@@ -491,7 +541,7 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
         if value is not None and not isinstance(value, dict):
             raise SpecError(f"replicate {name!r} must be a dict, got {value!r}")
     if results is not None:
-        read_results(results)  # a wrong results file fails before any training
+        check_results_file(results)  # a wrong results file fails before any training
     extra = dict(task_config or {})
     if extra:
         row = dataclasses.replace(row, task_config={**row.task_config, **extra})
@@ -527,9 +577,20 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
                                       eval_tasks, extra, None if jit_compile == "auto" else jit_compile,
                                       batch_size, model_overrides),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "out_dir": out_dir}
+    if verbose:  # on stdout before it is written: a result computed is never lost
+        print(f"result: {json.dumps(record, sort_keys=True)}", flush=True)
     if results is not None:
-        append_result(results, record)
+        try:
+            append_result(results, record)
+        except (OSError, TaylorformerError) as exc:
+            raise RunDirectoryError(f"results file {results}: the result could not be recorded "
+                                    f"({one_line(exc)}); it is: {json.dumps(record, sort_keys=True)}") from exc
     return record
+
+
+def one_line(exc):
+    """The message of ``exc`` on one line."""
+    return " ".join(str(exc).split())
 
 
 def comparison(row, record):

@@ -413,7 +413,8 @@ def read_results(path):
     """The results CSV at ``path`` as a list of dicts (``[]`` when it does not exist).
     RunDirectoryError naming the file (and the line) when it is a directory, not UTF-8
     text (a binary file), not a CSV, its header is not :data:`RESULT_COLUMNS`, or a line
-    has the wrong number of fields or a non-number in :data:`NUMERIC_COLUMNS`."""
+    has the wrong number of fields or a non-number in :data:`NUMERIC_COLUMNS` (empty: not
+    recorded)."""
     if not os.path.lexists(path):
         return []
     if os.path.isdir(path):
@@ -436,7 +437,7 @@ def read_results(path):
         else:
             for column, kind in NUMERIC_COLUMNS.items():
                 try:
-                    kind(line[column])
+                    kind(line[column] or "0")  # empty: not recorded
                 except ValueError:
                     problem = f"{column} {line[column]!r} is not a number"
                     break

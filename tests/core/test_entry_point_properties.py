@@ -302,3 +302,14 @@ def test_model_files_with_any_size_load_or_are_refused_naming_the_option(tmp_pat
             tfm.load_model(str(path))
 
     check()
+
+
+def test_error_lines_drop_escape_codes_and_keras_wrapping():
+    model = tfm.build_model(TINY)
+    batch = {k: np.zeros((1, 3, 1), np.float32) for k in ("xc", "yc", "xt", "yt")}
+    batch["mask_t"] = np.zeros((1, 3), np.float32)  # a mask the caller passed: no target left
+    with pytest.raises(Exception) as info:
+        model(batch)
+    assert "\x1b[" in str(info.value) and "Arguments received" in str(info.value)  # Keras' wrapping
+    assert cli.error_message(info.value) == "batch: task 0 has no real target point (mask_t is all zero)"
+    assert cli.one_line("a \x1b[31mred\x1b[0m\nline\x1b]0;title\x07 \x07end") == "a red line end"

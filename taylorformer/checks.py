@@ -51,7 +51,7 @@ SIZE_BOUNDS = {
     **dict.fromkeys(("num_pseudo", "k", "basis", "components", "classes"), MAX_ITEMS),
     **dict.fromkeys(("dim_x", "dim_y"), MAX_DIM),
     # execution knobs (no weights): bounded to sizes a tensor index can hold
-    "tile_size": 2**24, "dense_pairs": 2**40,
+    "tile_size": 2**24, "dense_pairs": 2**48,
 }
 #: the most weights (elements of all variables together) a model may create: 1 GiB of float32
 MAX_PARAMETERS = 2**28

@@ -16,7 +16,7 @@ The network emits raw tensors; only these objects touch tensorflow-probability
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from taylorformer.checks import check_int, check_number
+from taylorformer.checks import check_number, check_size
 from taylorformer.hookspecs import hookimpl
 
 tfd = tfp.distributions
@@ -71,7 +71,7 @@ class Mixture:
     """Mixture of ``components`` Gaussians per output dimension."""
 
     def __init__(self, components=3, min_scale=1e-3):
-        self.components = check_int("mixture likelihood", "components", components)
+        self.components = check_size("mixture likelihood", "components", components)
         self.min_scale = check_number("mixture likelihood", "min_scale", min_scale, low=0)
 
     def num_params(self, dim_y):
@@ -123,7 +123,7 @@ class Categorical:
     component_name = "categorical"
 
     def __init__(self, classes=3):
-        self.classes = check_int(f"{self.component_name} likelihood", "classes", classes, 2)
+        self.classes = check_size(f"{self.component_name} likelihood", "classes", classes, 2)
 
     @property
     def support(self):

@@ -115,7 +115,10 @@ def validate_batch(batch, dim_x=None, dim_y=None, where="batch"):
 
     Works on NumPy arrays or eager tensors. Padded points (mask 0) may hold anything
     finite. A NaN in ``yc``/``yt`` means "not observed" (:func:`with_masks`); an infinite
-    output value, or a NaN/inf input location, is an error. ``dim_x``/``dim_y`` (if given)
+    output value, or a NaN/inf input location, is an error. A ``mask_t`` passed in must
+    give each task a real target; after :func:`with_masks` (``observed_t`` present) a task
+    whose targets are all unobserved has an all-zero ``mask_t`` and is left to the metrics
+    to skip. ``dim_x``/``dim_y`` (if given)
     are the dims a model was built for.
     """
     if not isinstance(batch, dict):
@@ -160,7 +163,9 @@ def validate_batch(batch, dim_x=None, dim_y=None, where="batch"):
     for _, _, m_key in PAIRS:
         if m_key in arrays and not np.isin(arrays[m_key], (0.0, 1.0)).all():
             raise BatchError(f"{where}[{m_key!r}] must hold only 0.0 and 1.0")
-    if "mask_t" in arrays and (arrays["mask_t"].sum(axis=1) == 0).any():
+    # a mask the caller passed must leave each task a target; one derived by with_masks
+    # (observed_t present) is 0 for a task with no observed target: scored as skipped
+    if "mask_t" in arrays and "observed_t" not in arrays and (arrays["mask_t"].sum(axis=1) == 0).any():
         row = int(np.argmax(arrays["mask_t"].sum(axis=1) == 0))
         raise BatchError(f"{where}: task {row} has no real target point (mask_t is all zero)")
     return batch

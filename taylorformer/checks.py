@@ -7,6 +7,7 @@ with one message shape: ``{owner} {key!r} must be {what is allowed}, got {value!
 """
 import math
 import numbers
+import os
 
 from taylorformer.errors import SpecError, close_matches
 
@@ -30,6 +31,35 @@ def check_int(owner, key, value, minimum=1, maximum=None, optional=False, error=
         allowed = f"an int in [{minimum}, {maximum}]" if maximum is not None else f"an int >= {minimum}"
         fail(owner, key, value, allowed + (" or None" if optional else ""), error)
     return int(value)
+
+
+#: upper bounds of a model spec's size options, by option name (``width[2]`` is a
+#: ``width``): a spec (a model file's too) asking for more is refused where the option
+#: enters, naming the option and the bound, so that loading a file never builds for hours
+#: or exhausts memory (``encoder.layers = 2147483647``). Far above any published model.
+MAX_LAYERS = 128
+MAX_WIDTH = 8192
+MAX_HEADS = 256
+MAX_ITEMS = 65536
+MAX_DIM = 4096
+SIZE_BOUNDS = {
+    **dict.fromkeys(("layers", "hidden_layers", "kernel_layers", "phi_layers"), MAX_LAYERS),
+    **dict.fromkeys(("width", "ffn_width", "kernel_width", "phi_width", "embed_widths", "head_dim",
+                     "enc_dim", "position_dim"), MAX_WIDTH),
+    "num_heads": MAX_HEADS,
+    # pseudo-tokens, neighbours, basis functions, mixture components, classes
+    **dict.fromkeys(("num_pseudo", "k", "basis", "components", "classes"), MAX_ITEMS),
+    **dict.fromkeys(("dim_x", "dim_y"), MAX_DIM),
+    # execution knobs (no weights): bounded to sizes a tensor index can hold
+    "tile_size": 2**24, "dense_pairs": 2**48,
+}
+#: the most weights (elements of all variables together) a model may create: 1 GiB of float32
+MAX_PARAMETERS = 2**28
+
+
+def check_size(owner, key, value, minimum=1, optional=False, error=SpecError):
+    """:func:`check_int` bounded above by :data:`SIZE_BOUNDS` of ``key``."""
+    return check_int(owner, key, value, minimum, SIZE_BOUNDS[key.split("[", 1)[0]], optional, error)
 
 
 def check_number(owner, key, value, low=None, high=None, low_open=False, high_open=False,
@@ -75,10 +105,44 @@ def check_choice(owner, key, value, choices, error=SpecError):
 
 
 def check_widths(owner, key, value, single=True, error=SpecError):
-    """A non-empty list of layer widths (ints >= 1), or (``single``) one width."""
+    """A non-empty list of layer widths (ints in [1, bound of ``key``]: :data:`SIZE_BOUNDS`),
+    or (``single``) one width."""
     if single and not isinstance(value, (list, tuple)):
-        return check_int(owner, key, value, error=error)
+        return check_size(owner, key, value, error=error)
     if not isinstance(value, (list, tuple)) or not value:
         fail(owner, key, value, "an int >= 1 or a non-empty list of them" if single
              else "a non-empty list of ints >= 1", error)
-    return [check_int(owner, f"{key}[{i}]", w, error=error) for i, w in enumerate(value)]
+    return [check_size(owner, f"{key}[{i}]", w, error=error) for i, w in enumerate(value)]
+
+
+def available_memory():
+    """Bytes of memory this process can still allocate (``MemAvailable`` of
+    ``/proc/meminfo``; else the physical memory; None where neither is known)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_memory(owner, what, nbytes, hint, error=SpecError):
+    """Refuse (``error`` naming ``what``, the memory it needs and what is available, and
+    ``hint``) a computation that needs ``nbytes`` of memory, more than is available."""
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise error(f"{owner}: {what} needs about {_size(nbytes)} of memory, {_size(available)} is "
+                    f"available; {hint}")
+    return nbytes
+
+
+def _size(nbytes):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024 or unit == "PiB":
+            return f"{nbytes:.3g} {unit}" if unit != "bytes" else f"{int(nbytes)} bytes"
+        nbytes /= 1024

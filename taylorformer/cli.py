@@ -17,10 +17,12 @@ level alone and shows every line. ``--help``, ``--version`` and argument errors 
 TensorFlow at all (through the ``taylorformer`` console script, :mod:`taylorformer_cli`).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
 import re
+import signal
 import sys
 import tempfile
 import traceback
@@ -46,9 +48,30 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {one_line(message)} (see {self.prog} --help)\n")
 
 
+#: a terminal escape sequence (CSI ``ESC [ ... letter``, OSC ``ESC ] ... BEL``, or ``ESC x``)
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def one_line(text):
-    """``text`` with its lines joined by spaces."""
-    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())
+    """``text`` with its lines joined by spaces, without terminal escape codes or other
+    control characters (an error line never recolours or rewrites the user's terminal)."""
+    text = _CONTROLS.sub("", _ESCAPES.sub("", str(text)))
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def error_message(exc):
+    """The message of ``exc`` for the one ``error:`` line. An error raised inside a Keras
+    layer call comes wrapped ("Exception encountered when calling ...", the message in bold,
+    then the arguments received): the message alone."""
+    text = str(exc)
+    if "Exception encountered when calling" in text:
+        bold = re.search(r"\x1b\[1m(.*?)\x1b\[0m", text, re.S)
+        if bold:
+            text = bold.group(1)
+        else:
+            text = text.split("Arguments received by", 1)[0]
+    return one_line(text)
 
 
 def _number(parse, allowed, ok):
@@ -204,13 +227,32 @@ def _cmd_evaluate(args):
     return 0
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (``kill``) raises KeyboardInterrupt while a command writes its output, so
+    that its temp file is removed (a SIGKILL's is removed by the next write of that file)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave the signal alone
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def _cmd_plot(args):
     from taylorformer import runs
 
-    path = runs.plot_run(args.run_dir, out=args.out, task=args.task,
-                         task_config=_json_arg(args.task_config, "--task-config"),
-                         checkpoint=args.checkpoint, num_tasks=args.num_tasks,
-                         num_samples=args.samples)
+    with _terminate_as_interrupt():
+        path = runs.plot_run(args.run_dir, out=args.out, task=args.task,
+                             task_config=_json_arg(args.task_config, "--task-config"),
+                             checkpoint=args.checkpoint, num_tasks=args.num_tasks,
+                             num_samples=args.samples)
     print(path)
     return 0
 
@@ -218,12 +260,13 @@ def _cmd_plot(args):
 def _cmd_predict(args):
     from taylorformer import runs
 
-    output, n = runs.predict_run(args.run_dir, args.input, args.output, context=args.context,
-                                 checkpoint=args.checkpoint, levels=args.quantiles,
-                                 num_samples=args.samples, chunk_size=args.chunk_size,
-                                 x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
-                                 verbose=1 if sys.stdout.isatty() else 2,
-                                 recalibration=args.recalibration)
+    with _terminate_as_interrupt():
+        output, n = runs.predict_run(args.run_dir, args.input, args.output, context=args.context,
+                                     checkpoint=args.checkpoint, levels=args.quantiles,
+                                     num_samples=args.samples, chunk_size=args.chunk_size,
+                                     x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
+                                     verbose=1 if sys.stdout.isatty() else 2,
+                                     recalibration=args.recalibration)
     print(f"predictions at {n} point(s) written to {output}")
     return 0
 
@@ -592,7 +635,7 @@ def main(argv=None):
         if args.debug:
             traceback.print_exc()
         user = isinstance(exc, USER_ERRORS)
-        message = one_line(exc) or type(exc).__name__
+        message = error_message(exc) or type(exc).__name__
         if not user:
             message = (f"unexpected {type(exc).__name__}: {message} (rerun with --debug for the "
                        "traceback)")

@@ -67,3 +67,8 @@ class ExportError(TaylorformerError):
 def close_matches(word, candidates):
     """Up to three close spellings of ``word`` among ``candidates``."""
     return difflib.get_close_matches(str(word), sorted(candidates), n=3, cutoff=0.5)
+
+
+class OutputPathError(TaylorformerError, ValueError):
+    """An output path a command must not write: the same file as one of its inputs, one of
+    a run directory's own files, a directory, or in a directory that does not exist."""

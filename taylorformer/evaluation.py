@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 
 from taylorformer.batch import with_masks
-from taylorformer.checks import check_int
-from taylorformer.errors import SpecError
+from taylorformer.checks import check_int, check_memory
+from taylorformer.errors import SpecError, TaskError
 from taylorformer.inference import loglik, masked_point_mean, observed_log_prob
 from taylorformer.target_order import permute_targets
 
@@ -110,36 +110,51 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
              consistency=0, seed=0):
     """Metrics over a fixed evaluation split of ``task``.
 
-    Returns ``{"loglik": {mean, stderr, n}, "rmse", "mse", "coverage95", "num_tasks"}``
-    and, when the task provides the exact GP predictive, ``gt_loglik`` and
+    Returns ``{"loglik": {mean, stderr, n}, "rmse", "mse", "coverage95", "num_tasks",
+    "num_tasks_skipped"}`` and, when the task provides the exact GP predictive, ``gt_loglik`` and
     ``gap_to_gt`` (gt minus model; 0 is the ceiling). For autoregressive models,
     ``num_samples > 0`` adds ``sampled`` (multi-step forecasts) and ``consistency = K``
     adds the order-consistency metric (both are a SpecError for a conditional model).
+
+    A task with no observed target (every target value NaN, e.g. a forecasting window
+    over a gap in the data) has nothing to score: it is left out of every metric and
+    counted in ``num_tasks_skipped``; a split where no task has one is a TaskError.
     """
     check_evaluate_options(batch_size, num_batches, num_samples, consistency, model)
     autoregressive = getattr(model, "causal", False)
     lls, sq, inside, gts, sampled, stds = [], [], [], [], [], []
+    skipped = 0
     gt_key = "gt_loglik_joint" if autoregressive else "gt_loglik"
     for i, batch in enumerate(task.dataset(split, batch_size=batch_size, num_batches=num_batches)):
         m = batch_metrics(model, batch)
         lls.append(m["loglik"][m["observed"]])  # tasks with nothing observed to score drop out
+        skipped += int((~m["observed"]).sum())
         sq.append(m["sq_err"])
         inside.append(m["inside95"])
         if gt_key in batch:
             gts.append(batch[gt_key].numpy()[m["observed"]])
         if autoregressive and num_samples:
+            if i == 0:  # [S, B, Nt, Dy] draws, as float64 about 4 times over in sample_metrics
+                shape = np.shape(batch["yt"])
+                check_memory("evaluate", f"{num_samples} samples of {shape[0]} task(s) x {shape[1]} "
+                             "target(s)", 5 * 8 * num_samples * int(np.prod(shape)),
+                             "ask for fewer samples (--samples) or a smaller --batch-size")
             samples = model.sample(batch, num_samples, seed=[seed, i])
             observed = with_masks(batch)  # unobserved (NaN) targets leave the metrics
             sampled.append(sample_metrics(samples, observed["yt"], observed["mask_t"], observed["observed_t"]))
         if autoregressive and consistency:
-            stds.append(np.asarray(order_consistency(model, batch, k=consistency, seed=seed + i)))
+            stds.append(np.asarray(order_consistency(model, batch, k=consistency, seed=seed + i))[m["observed"]])
     if not lls:
         raise ValueError(f"task split {split!r} produced no batches")
     lls = np.concatenate(lls)
+    if not lls.size:
+        raise TaskError(f"no task of split {split!r} has an observed target: all {skipped} task(s) "
+                        "have only missing (NaN) target values, so there is nothing to score")
     sq = np.concatenate(sq)
     out = {
         "split": split,
         "num_tasks": int(len(lls)),
+        "num_tasks_skipped": skipped,
         "loglik": _mean_stderr(lls),
         "rmse": float(np.sqrt(sq.mean())),
         "mse": float(sq.mean()),

@@ -316,6 +316,10 @@ def _frame(arrays, path):
         columns.update({f"q{q:g}_{y}": v for y, v in zip(ys, values[0].T)})
     for k, values in enumerate(arrays.get("samples", ())):
         columns.update({f"sample{k}_{y}": v for y, v in zip(ys, values[0].T)})
+    expected = arrays["xt"].shape[-1] + len(ys) * (2 + len(arrays["levels"]) + len(arrays.get("samples", ())))
+    if len(columns) != expected:  # two levels printing alike (0.1, 0.1000001) would share a column
+        raise BatchError(f"{path}: quantile levels {list(arrays['levels'])} do not give distinct CSV "
+                         "columns q<level> (6 significant digits); give distinct levels")
     if "spread_scale" in arrays:  # a recalibrated prediction (taylorformer.calibration)
         columns.update({f"spread_scale_{y}": s for y, s in zip(ys, arrays["spread_scale"])})
     return pd.DataFrame(columns)

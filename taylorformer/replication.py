@@ -40,11 +40,13 @@ import os
 import platform
 import shlex
 import subprocess
+import tempfile
 import time
+import warnings
 
 from taylorformer import registry
 from taylorformer.checks import check_int
-from taylorformer.errors import RunDirectoryError, SpecError
+from taylorformer.errors import RunDirectoryError, SpecError, TaylorformerError
 from taylorformer.experiment import (  # noqa: F401 - the rows' records, re-exported for plugins
     METRICS, OPTIMIZERS, OWNER, SCHEDULES, Evaluation, Row, SmallBudget, Training, format_value,
     register_rows)
@@ -146,20 +148,37 @@ def metric_function(model, metric):
 
 def task_values(model, task, metric, split="test", batch_size=16, num_tasks=None):
     """float64 ``[n]``: ``metric`` (:data:`METRICS`) of each of the first ``num_tasks`` tasks
-    (``None``: every task) of ``split``, in batches of ``batch_size`` (of ``num_tasks`` where
-    fewer)."""
+    (``None``: every task) of ``split`` that has an observed target, in batches of
+    ``batch_size`` (of ``num_tasks`` where fewer). A task whose target values are all
+    missing (NaN) has nothing to score and is left out (:func:`replicate` prints how many)."""
+    values, _ = _task_values(model, task, metric, split, batch_size, num_tasks)
+    return values
+
+
+def _task_values(model, task, metric, split, batch_size, num_tasks):
+    """``(values of the tasks with an observed target, number of tasks skipped)``."""
     import numpy as np
+
+    from taylorformer.batch import observed_tasks, with_masks
+    from taylorformer.errors import TaskError
 
     if num_tasks is not None:
         batch_size = min(batch_size, num_tasks)
     num_batches = None if num_tasks is None else math.ceil(num_tasks / batch_size)
     per_task = metric_function(model, metric)
-    values = [per_task(batch).numpy() for batch in task.dataset(split, batch_size=batch_size,
-                                                               num_batches=num_batches)]
+    values, observed = [], []
+    for batch in task.dataset(split, batch_size=batch_size, num_batches=num_batches):
+        values.append(per_task(batch).numpy())
+        observed.append(observed_tasks(with_masks(batch)).numpy() > 0.5)
     if not values:
         raise ValueError(f"task split {split!r} produced no tasks to evaluate")
-    values = np.concatenate(values)
-    return values if num_tasks is None else values[:num_tasks]
+    values, observed = np.concatenate(values), np.concatenate(observed)
+    if num_tasks is not None:
+        values, observed = values[:num_tasks], observed[:num_tasks]
+    if not observed.any():
+        raise TaskError(f"no task of split {split!r} has an observed target: all {observed.size} "
+                        "task(s) have only missing (NaN) target values, so there is nothing to score")
+    return values[observed], int((~observed).sum())
 
 
 def mean_stderr(values):
@@ -223,17 +242,67 @@ def command_line(row_id, budget, out=None, results=None, eval_tasks=None, task_c
 
 
 # ----------------------------------------------------------------------------- results
+#: columns of a results line that hold numbers (checked when the file is read)
+NUMERIC_COLUMNS = {"steps": int, "value": float, "stderr": float, "num_tasks": int, "paper_value": float}
+
+
 def read_results(path):
-    """The results CSV at ``path`` as a list of dicts (``[]`` when it does not exist);
-    a file whose header is not :data:`RESULT_COLUMNS` is a RunDirectoryError naming it."""
-    if not os.path.exists(path):
+    """The results CSV at ``path`` as a list of dicts (``[]`` when it does not exist).
+    RunDirectoryError naming the file (and the line) when it is a directory, not UTF-8
+    text (a binary file), not a CSV, its header is not :data:`RESULT_COLUMNS`, or a line
+    has the wrong number of fields or a non-number in :data:`NUMERIC_COLUMNS` (empty: not
+    recorded)."""
+    if not os.path.lexists(path):
         return []
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if tuple(reader.fieldnames or ()) != RESULT_COLUMNS:
-            raise RunDirectoryError(f"results file {path} has columns {reader.fieldnames}, not the "
-                                    f"replication columns {list(RESULT_COLUMNS)}; pass another --results")
-        return list(reader)
+    if os.path.isdir(path):
+        raise RunDirectoryError(f"results file {path} is a directory; pass a CSV file as --results")
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            fields = reader.fieldnames
+            lines = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise RunDirectoryError(f"results file {path} is not a readable CSV text file "
+                                f"({type(exc).__name__}: {exc}); pass another --results") from None
+    if tuple(fields or ()) != RESULT_COLUMNS:
+        raise RunDirectoryError(f"results file {path} has columns {fields}, not the "
+                                f"replication columns {list(RESULT_COLUMNS)}; pass another --results")
+    for number, line in enumerate(lines, start=2):
+        problem = None
+        if None in line or None in line.values():
+            problem = "wrong number of fields"
+        else:
+            for column, kind in NUMERIC_COLUMNS.items():
+                try:
+                    kind(line[column] or "0")  # empty: not recorded
+                except ValueError:
+                    problem = f"{column} {line[column]!r} is not a number"
+                    break
+        if problem:
+            raise RunDirectoryError(f"results file {path} is malformed at line {number} ({problem}); "
+                                    "fix or remove that line, or pass another --results")
+    return lines
+
+
+def check_results_file(path):
+    """Everything :func:`append_result` needs, checked before any training: the file
+    reads (:func:`read_results`) and a file can be written in its directory (created
+    where missing: its nearest existing ancestor must be a writable directory).
+    RunDirectoryError naming the file otherwise."""
+    read_results(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    existing = directory
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise RunDirectoryError(f"results file {path} cannot be written: {existing} is not a directory")
+    try:  # a real probe (permissions, read-only mounts, quotas), removed at once
+        with tempfile.NamedTemporaryFile(prefix=".tmp-probe-", dir=existing):
+            pass
+    except OSError as exc:
+        raise RunDirectoryError(f"results file {path} cannot be written ({exc}); pass another "
+                                "--results") from None
+    return path
 
 
 def append_result(path, record):
@@ -310,7 +379,7 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
         if value is not None and not isinstance(value, dict):
             raise SpecError(f"replicate {name!r} must be a dict, got {value!r}")
     if results is not None:
-        read_results(results)  # a wrong results file fails before any training
+        check_results_file(results)  # a wrong results file fails before any training
     extra = dict(task_config or {})
     if extra:
         row = dataclasses.replace(row, task_config={**row.task_config, **extra})
@@ -330,8 +399,12 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     num_tasks = eval_tasks or (row.evaluation.num_tasks if label == "paper" else
                                min(row.small.eval_tasks, row.evaluation.num_tasks or row.small.eval_tasks))
     model, task, _ = runs.load_run(out_dir, "best", task=eval_name, task_config=eval_config)
-    values = task_values(model, task, row.metric, split=row.evaluation.split,
-                         batch_size=batch_size or row.evaluation.batch_size, num_tasks=num_tasks)
+    values, skipped = _task_values(model, task, row.metric, row.evaluation.split,
+                                   batch_size or row.evaluation.batch_size, num_tasks)
+    if skipped:
+        warnings.warn(f"{row.id}: {skipped} evaluation task(s) have no observed target (all their target "
+                      f"values are missing) and are left out; the value is over {len(values)} task(s)",
+                      stacklevel=2)
     value, stderr = mean_stderr(values)
     record = {"row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
               "stderr": stderr, "num_tasks": len(values), "paper_value": row.paper_value,
@@ -342,9 +415,20 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
                                       eval_tasks, extra, None if jit_compile == "auto" else jit_compile,
                                       batch_size, model_overrides),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "out_dir": out_dir}
+    if verbose:  # on stdout before it is written: a result computed is never lost
+        print(f"result: {json.dumps(record, sort_keys=True)}", flush=True)
     if results is not None:
-        append_result(results, record)
+        try:
+            append_result(results, record)
+        except (OSError, TaylorformerError) as exc:
+            raise RunDirectoryError(f"results file {results}: the result could not be recorded "
+                                    f"({one_line(exc)}); it is: {json.dumps(record, sort_keys=True)}") from exc
     return record
+
+
+def one_line(exc):
+    """The message of ``exc`` on one line."""
+    return " ".join(str(exc).split())
 
 
 def comparison(row, record):

@@ -15,10 +15,11 @@ import os
 import numpy as np
 
 from taylorformer import calibration, registry
-from taylorformer.checks import check_choice, check_int
-from taylorformer.errors import RunDirectoryError, SpecError, TaskError, UnknownComponentError
+from taylorformer.checks import check_choice, check_int, check_memory, check_number
+from taylorformer.errors import (BatchError, RunDirectoryError, SpecError, TaskError, TaylorformerError,
+                                 UnknownComponentError)
 from taylorformer.evaluation import check_evaluate_options, evaluate
-from taylorformer.run_dir import RunDirectory
+from taylorformer.run_dir import RunDirectory, atomic_path, check_output_path
 from taylorformer.task import make_task, plot_task
 
 #: what a task object needs to train and evaluate (see :mod:`taylorformer.task`)
@@ -122,13 +123,55 @@ def plot_run(run_dir, out=None, task=None, task_config=None, checkpoint="best", 
     :meth:`taylorformer.task.Task.plot`); returns the PNG path."""
     check_int("plot", "num_tasks", num_tasks)
     check_int("plot", "num_samples", num_samples, minimum=0)
+    out = os.fspath(out) if out else os.path.join(run_dir, "predictions.png")
+    if out != os.path.join(run_dir, "predictions.png"):  # the default is plot's own file of the run
+        check_output_path(out, "--out", run_dir=run_dir)
+    fmt = image_format(out)
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
     batch = next(iter(task_obj.dataset("test", batch_size=num_tasks, num_batches=1)))
-    out = out or os.path.join(run_dir, "predictions.png")
+    if num_samples:  # [S, B, Nt, Dy] float32 draws, and their float64 quantiles
+        shape = np.shape(batch["yt"])
+        check_memory("plot", f"{num_samples} sample paths of {shape[0]} task(s) x {shape[1]} target(s)",
+                     3 * 8 * num_samples * int(np.prod(shape)), "plot fewer --samples")
     title = f"{_task_label(task, config)}: {model.spec.get('description') or model.name}"
     fig = plot_task(task_obj, model, batch, num_tasks=num_tasks, num_samples=num_samples, title=title)
-    fig.savefig(out, dpi=110)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=110, format=fmt)
     return out
+
+
+def image_format(path):
+    """The matplotlib format of ``path``'s extension (``png`` when it has none); an
+    OutputPathError listing the formats otherwise."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from taylorformer.errors import OutputPathError
+
+    ext = os.path.splitext(os.fspath(path))[1][1:].lower() or "png"
+    supported = FigureCanvasAgg(Figure()).get_supported_filetypes()
+    if ext not in supported:
+        raise OutputPathError(f"--out {path}: unsupported image type {ext!r}; use one of "
+                              f"{', '.join(sorted(supported))}")
+    return ext
+
+
+def check_levels(levels):
+    """``levels`` as a tuple of floats: probabilities in (0, 1), each printing differently
+    (a CSV column ``q<level>`` per level, 6 significant digits): a duplicate, or two levels
+    that would share a column (0.1 and 0.1000001), is a SpecError naming both."""
+    levels = tuple(levels)
+    for q in levels:
+        check_number("predict", "quantile level", q, low=0, high=1, low_open=True, high_open=True)
+    seen = {}
+    for q in levels:
+        name = f"{float(q):g}"
+        if name in seen:
+            same = "is given twice" if float(seen[name]) == float(q) else f"and {seen[name]!r} both print as"
+            raise SpecError(f"predict quantile level {q!r} {same} q{name}: give each level once, "
+                            "distinct in its first 6 significant digits")
+        seen[name] = q
+    return tuple(float(q) for q in levels)
 
 
 def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels=None,
@@ -147,10 +190,21 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
     check_choice("run", "checkpoint", checkpoint, ("best", "model"))
     check_bool("predict", "recalibration", recalibration)
     check_format(output, (".npz", ".nc", ".csv"))  # a bad output name fails before any work
-    query = read_query(inputs, context, x_columns=x_columns, y_columns=y_columns)
+    levels = check_levels(DEFAULT_LEVELS if levels is None else levels)
+    check_int("predict", "num_samples", num_samples, minimum=0)
+    # never over what it reads or the run's own files; the directory exists before the work
+    check_output_path(output, "--output", reads=(inputs, context), run_dir=run_dir)
+    try:
+        query = read_query(inputs, context, x_columns=x_columns, y_columns=y_columns)
+    except TaylorformerError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a file the readers fail on (zip, HDF5, CSV, ...) is named
+        files = f"the inputs file {inputs}" + (f" or the context file {context}" if context else "")
+        raise BatchError(f"cannot read {files}: {type(exc).__name__}: {exc}") from exc
+    check_predict_memory(query, levels, num_samples)
     record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
     model = RunDirectory(run_dir).load_model(checkpoint)
-    result = predict_query(model, query, levels=DEFAULT_LEVELS if levels is None else levels,
+    result = predict_query(model, query, levels=levels,
                            num_samples=num_samples, chunk_size=chunk_size, seed=seed, verbose=verbose)
     if record is not None:
         result = calibration.apply_spread_scale(result, record["scale"])
@@ -158,14 +212,27 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
     return output, int(np.prod(query["xt"].shape[:2]))
 
 
+def check_predict_memory(query, levels, num_samples):
+    """Refuse (SpecError with the memory it needs) a prediction whose outputs do not fit:
+    mean, stddev, quantiles and samples, float32 ``[B, Nt, Dy]`` each, held twice (the
+    chunks and their concatenation) before they are written."""
+    b, nt, _ = np.shape(query["xt"])
+    dim_y = np.shape(query["yc"])[-1]
+    per_draw = 4 * int(b) * int(nt) * int(dim_y)
+    draws = 2 + len(levels) + (num_samples or 50)  # autoregressive models draw 50 when 0
+    return check_memory("predict", f"{num_samples} sample(s) at {b} x {nt} point(s) of {dim_y} output(s)"
+                        if num_samples else f"the predictions at {b} x {nt} point(s)", 2 * draws * per_draw,
+                        "ask for fewer --samples or predict at fewer points per file")
+
+
 def calibrate_run(run_dir, task=None, task_config=None, split="test", checkpoint="best",
-                  batch_size=None, num_batches=None, num_samples=calibration.DEFAULT_SAMPLES, teacher_forced=False,
-                  recalibrate=False, use_stored=True, plot=None, seed=0):
+                  batch_size=None, num_batches=None, num_samples=calibration.DEFAULT_SAMPLES,
+                  teacher_forced=False, recalibrate=False, use_stored=True, plot=None, seed=0):
     """Calibration report of a run on ``split`` (:func:`taylorformer.calibration.summarize`
-    plus ``mode``, ``split``, ``units``). With ``recalibrate``: fit a spread scale on the ``val`` split, store it
-    (:func:`taylorformer.calibration.save_recalibration`) and add ``recalibrated`` (the
-    report on ``split`` with it applied, and the fit's ``scale``, ``criterion`` and validation before/after);
-    otherwise, with ``use_stored``, ``recalibrated`` for the stored one, if any. ``plot``:
+    plus ``mode``, ``split``, ``units``). With ``recalibrate``: fit a spread scale on the
+    ``val`` split, store it (:func:`taylorformer.calibration.save_recalibration`) and add
+    ``recalibrated`` (the report on ``split`` with it applied, and the fit's ``scale``,
+    ``criterion`` and validation before/after); otherwise, with ``use_stored``, ``recalibrated`` for the stored one, if any. ``plot``:
     a PNG path for :func:`taylorformer.plotting.calibration.plot_calibration`."""
     from taylorformer.plotting.calibration import plot_calibration
 
@@ -199,8 +266,8 @@ def calibrate_run(run_dir, task=None, task_config=None, split="test", checkpoint
                   "fitted_on": {"split": "val", "num_batches": num_batches, "batch_size": batch_size},
                   "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "validation": {"before": calibration.summarize(val, seed=seed, units=units),
-                                 "after": calibration.summarize([m.with_scale(scale) for m in val], seed=seed,
-                                                    units=units)}}
+                                 "after": calibration.summarize([m.with_scale(scale) for m in val],
+                                                                seed=seed, units=units)}}
         report["recalibration_file"] = calibration.save_recalibration(run_dir, checkpoint, record)
     elif use_stored and mode != "teacher-forced":
         record = calibration.load_recalibration(run_dir, checkpoint)
@@ -208,7 +275,8 @@ def calibrate_run(run_dir, task=None, task_config=None, split="test", checkpoint
         scale = np.asarray(record["scale"], np.float64)
         report["recalibrated"] = {"method": record["method"], "scale": record["scale"],
                                   "criterion": record.get("criterion"),
-                                  **calibration.summarize([m.with_scale(scale) for m in marginals], seed=seed, units=units)}
+                                  **calibration.summarize([m.with_scale(scale) for m in marginals],
+                                                          seed=seed, units=units)}
     if plot is not None:
         title = f"{os.path.basename(os.path.normpath(run_dir))}: {split} split, {mode}"
         plot_calibration(report, title=title).savefig(plot, dpi=110)

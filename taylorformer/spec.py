@@ -26,7 +26,7 @@ import os
 import re
 
 from taylorformer import components, registry
-from taylorformer.checks import check_choice, check_int, check_widths
+from taylorformer.checks import check_choice, check_size, check_widths
 from taylorformer.errors import SpecError, UnknownComponentError, close_matches
 from taylorformer.hookspecs import KINDS
 
@@ -145,13 +145,12 @@ def _check_types(spec):
         raise SpecError("spec has no 'encoder'; name one (e.g. 'transformer') or use a preset")
     check_choice("spec", "kind", spec["kind"], MODEL_KINDS)
     for key in ("dim_x", "dim_y"):
-        if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 1:
-            raise SpecError(f"spec {key!r} must be a positive int, got {spec[key]!r}")
+        check_size("spec", key, spec[key])
     head = spec["head"]
     if not isinstance(head, dict) or set(head) - HEAD_KEYS:
         raise SpecError(f"spec 'head' must be a dict with keys from {sorted(HEAD_KEYS)}, got {head!r}")
     check_widths("spec 'head'", "width", head.get("width", 128))
-    check_int("spec 'head'", "hidden_layers", head.get("hidden_layers", 2), minimum=0)
+    check_size("spec 'head'", "hidden_layers", head.get("hidden_layers", 2), minimum=0)
     check_activation("spec 'head'", "activation", head.get("activation", "relu"))
     check_dtype_policy("spec", "dtype_policy", spec["dtype_policy"])
     if not (spec["observed_flags"] is None or isinstance(spec["observed_flags"], bool)):

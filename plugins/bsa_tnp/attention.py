@@ -61,7 +61,7 @@ import tensorflow as tf
 
 from taylorformer.attention import Attention
 from taylorformer.errors import SpecError
-from taylorformer.checks import check_bool, check_int, check_number
+from taylorformer.checks import check_bool, check_number, check_size
 
 from .geometry import chord_to_geodesic_sq, pair_sq_dist, unit_vectors
 
@@ -100,7 +100,7 @@ def normalize_groups(groups):
                                  f"non-empty list of ints >= 0, got {dims!r}")
             dims = [int(d) for d in dims]
         basis = g.get("basis", 3 if name == "time" else 5)
-        basis = check_int(f"biased attention group {name!r}", "basis", basis)
+        basis = check_size(f"biased attention group {name!r}", "basis", basis)
         distance = g.get("distance", "euclidean")
         if distance not in DISTANCES:
             raise SpecError(f"biased attention: group {name!r} distance must be one of {DISTANCES}, "

@@ -46,7 +46,7 @@ values) or geodesic distances, which centring in lat/lon would corrupt.
 import tensorflow as tf
 
 from taylorformer.errors import BatchError, SpecError
-from taylorformer.checks import check_bool, check_choice, check_int
+from taylorformer.checks import check_bool, check_choice, check_size
 from taylorformer.plugins.tnp.encoders import TransformerEncoder
 
 from .attention import required_position_dim
@@ -67,7 +67,7 @@ class KRBlockEncoder(TransformerEncoder):
                          num_heads=num_heads, head_dim=head_dim, ffn_width=ffn_width,
                          embed_x=False, embed_widths=embed_widths, **kwargs)
         check_choice("kr-block encoder", "positions", positions, POSITION_MODES)
-        position_dim = check_int("kr-block encoder", "position_dim", position_dim, optional=True)
+        position_dim = check_size("kr-block encoder", "position_dim", position_dim, optional=True)
         self.positions_mode = positions
         self.embed_positions = check_bool("kr-block encoder", "embed_positions", embed_positions)
         if position_dim is None and self.attention_spec.get("name") in ("biased", "biased-attention"):

@@ -49,7 +49,7 @@ import tensorflow as tf
 
 from taylorformer import components, decoding
 from taylorformer.errors import SpecError
-from taylorformer.checks import check_int, check_number
+from taylorformer.checks import check_number, check_size
 
 STREAMS = ("x", "xy")
 
@@ -109,11 +109,11 @@ class TaylorformerEncoder(keras.layers.Layer):
             raise SpecError(f"taylorformer encoder: streams must be a non-empty subset of {list(STREAMS)}, "
                             f"got {streams!r}")
         owner = "taylorformer encoder"
-        layers, width, num_heads, head_dim = (check_int(owner, k, v) for k, v in (
+        layers, width, num_heads, head_dim = (check_size(owner, k, v) for k, v in (
             ("layers", layers), ("width", width), ("num_heads", num_heads), ("head_dim", head_dim)))
-        ffn_width = check_int(owner, "ffn_width", ffn_width, optional=True)
-        tile_size = check_int(owner, "tile_size", tile_size, optional=True)
-        enc_dim = check_int(owner, "enc_dim", enc_dim, minimum=0)
+        ffn_width = check_size(owner, "ffn_width", ffn_width, optional=True)
+        tile_size = check_size(owner, "tile_size", tile_size, optional=True)
+        enc_dim = check_size(owner, "enc_dim", enc_dim, minimum=0)
         if enc_dim % (2 * dim_x):
             raise SpecError(f"taylorformer encoder: enc_dim ({enc_dim}) must be a multiple of 2 * dim_x "
                             f"(dim_x = {dim_x})")

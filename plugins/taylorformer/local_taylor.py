@@ -83,7 +83,7 @@ import tensorflow as tf
 
 from taylorformer import decoding
 from taylorformer.errors import SpecError
-from taylorformer.checks import check_choice, check_int, check_number
+from taylorformer.checks import check_choice, check_number, check_size
 
 _BIG = 3.0e38
 GROUPS = ("x", "seen", "own")
@@ -225,7 +225,7 @@ class LocalTaylor:
         owner = "local-taylor wrapper"
         self.p = int(check_choice(owner, "p", p, (0, 1)))
         self.q = int(check_choice(owner, "q", q, (0, 1)))
-        self.k = check_int(owner, "k", k)
+        self.k = check_size(owner, "k", k)
         if dim_x not in (1, 2):
             raise SpecError(
                 f"local-taylor (the wrapper of the taylorformer, taylorformer-x and taylorformer-xy "

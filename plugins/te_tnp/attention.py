@@ -59,7 +59,7 @@ import tensorflow as tf
 
 from taylorformer.attention import Attention
 from taylorformer.errors import SpecError
-from taylorformer.checks import check_bool, check_choice, check_int, check_number
+from taylorformer.checks import check_bool, check_choice, check_number, check_size
 from taylorformer.tf_compat import in_xla_context
 
 FORMS = ("post", "pre")
@@ -140,12 +140,12 @@ class TEAttention(Attention):
             raise SpecError("te attention: form='post' always uses an MLP of [dots, rel]; "
                             f"relative={relative!r} needs form='pre'")
         self.form, self.relative, self.distance = form, relative, distance
-        self.kernel_width = check_int(owner, "kernel_width", kernel_width)
-        self.kernel_layers = check_int(owner, "kernel_layers", kernel_layers, minimum=0)
+        self.kernel_width = check_size(owner, "kernel_width", kernel_width)
+        self.kernel_layers = check_size(owner, "kernel_layers", kernel_layers, minimum=0)
         self.rbf_lengthscale = check_number(owner, "rbf_lengthscale", rbf_lengthscale, low=0, low_open=True)
         self.location_update = check_bool(owner, "location_update", location_update)
-        self.phi_width = check_int(owner, "phi_width", phi_width)
-        self.phi_layers = check_int(owner, "phi_layers", phi_layers, minimum=0)
+        self.phi_width = check_size(owner, "phi_width", phi_width)
+        self.phi_layers = check_size(owner, "phi_layers", phi_layers, minimum=0)
         self.kernel_dtype = kernel_dtype
         self.skip_masked_pairs = check_bool(owner, "skip_masked_pairs", skip_masked_pairs)
         self.updates_positions = self.location_update

@@ -34,7 +34,7 @@ import tensorflow as tf
 from taylorformer import components
 from taylorformer.attention import attend, mha_score
 from taylorformer.layers import MLP, masked_mean
-from taylorformer.checks import check_choice, check_int
+from taylorformer.checks import check_choice, check_size
 
 STYLES = ("ist", "perceiver")
 INITS = ("mean", "attention")
@@ -49,10 +49,10 @@ class PseudoTokenEncoder(keras.layers.Layer):
         owner = "pseudo-token encoder"
         check_choice(owner, "style", style, STYLES)
         check_choice(owner, "init", init, INITS)
-        num_pseudo, layers, width, num_heads, head_dim = (check_int(owner, k, v) for k, v in (
+        num_pseudo, layers, width, num_heads, head_dim = (check_size(owner, k, v) for k, v in (
             ("num_pseudo", num_pseudo), ("layers", layers), ("width", width), ("num_heads", num_heads),
             ("head_dim", head_dim)))
-        ffn_width = check_int(owner, "ffn_width", ffn_width, optional=True)
+        ffn_width = check_size(owner, "ffn_width", ffn_width, optional=True)
         self.dim_x, self.dim_y, self.num_pseudo, self.style, self.init = (
             dim_x, dim_y, num_pseudo, style, init)
         self.num_layers, self.width, self.num_heads, self.head_dim = layers, width, num_heads, head_dim

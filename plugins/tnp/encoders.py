@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from taylorformer import components
 from taylorformer.layers import MLP, masked_mean
-from taylorformer.checks import check_bool, check_int, check_widths
+from taylorformer.checks import check_bool, check_size, check_widths
 
 
 class DeepSetEncoder(keras.layers.Layer):
@@ -13,7 +13,7 @@ class DeepSetEncoder(keras.layers.Layer):
 
     def __init__(self, dim_x, dim_y, width=128, layers=3, **kwargs):
         super().__init__(**kwargs)
-        width, layers = check_int("deepset encoder", "width", width), check_int("deepset encoder", "layers", layers)
+        width, layers = check_size("deepset encoder", "width", width), check_size("deepset encoder", "layers", layers)
         self.dim_x, self.dim_y, self.width, self.layers = dim_x, dim_y, width, layers
         self.output_dim = width
         self.encode = MLP(width, width, layers, name="encode")
@@ -48,9 +48,9 @@ class TransformerEncoder(keras.layers.Layer):
                  head_dim=16, ffn_width=None, embed_x=True, embed_widths=None, **kwargs):
         super().__init__(**kwargs)
         owner = f"{self.component_name} encoder"
-        layers, width, num_heads, head_dim = (check_int(owner, k, v) for k, v in (
+        layers, width, num_heads, head_dim = (check_size(owner, k, v) for k, v in (
             ("layers", layers), ("width", width), ("num_heads", num_heads), ("head_dim", head_dim)))
-        ffn_width = check_int(owner, "ffn_width", ffn_width, optional=True)
+        ffn_width = check_size(owner, "ffn_width", ffn_width, optional=True)
         embed_x = check_bool(owner, "embed_x", embed_x)
         if embed_widths is not None:
             embed_widths = check_widths(owner, "embed_widths", embed_widths, single=False)

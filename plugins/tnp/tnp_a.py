@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from taylorformer import components, decoding
 from taylorformer.layers import MLP
-from taylorformer.checks import check_int, check_number
+from taylorformer.checks import check_number, check_size
 
 
 def tnpa_pair_mask(nc, nt):
@@ -39,7 +39,7 @@ class TNPAEncoder(keras.layers.Layer):
                  head_dim=16, ffn_width=128, dropout=0.0, **kwargs):
         kwargs.setdefault("autocast", False)  # the batch stays float32; Dense sublayers autocast
         super().__init__(**kwargs)
-        layers, width, num_heads, head_dim, ffn_width = (check_int("tnp-a encoder", k, v) for k, v in (
+        layers, width, num_heads, head_dim, ffn_width = (check_size("tnp-a encoder", k, v) for k, v in (
             ("layers", layers), ("width", width), ("num_heads", num_heads), ("head_dim", head_dim),
             ("ffn_width", ffn_width)))
         dropout = check_number("tnp-a encoder", "dropout", dropout, low=0, high=1, high_open=True)

@@ -46,7 +46,7 @@ from taylorformer.attention.executor import attend, attend_blocks
 from taylorformer.attention.policy import choose_tile
 from taylorformer.attention.reference import mha_score
 from taylorformer.errors import SpecError
-from taylorformer.checks import check_int
+from taylorformer.checks import MAX_WIDTH, check_size
 
 
 class Attention(keras.layers.Layer):
@@ -64,12 +64,15 @@ class Attention(keras.layers.Layer):
                  **kwargs):
         super().__init__(**kwargs)
         kind = type(self).__name__
-        num_heads, head_dim = check_int(kind, "num_heads", num_heads), check_int(kind, "head_dim", head_dim)
-        tile_size = check_int(kind, "tile_size", tile_size, optional=True)
-        dense_pairs = check_int(kind, "dense_pairs", dense_pairs, optional=True)
+        num_heads, head_dim = check_size(kind, "num_heads", num_heads), check_size(kind, "head_dim", head_dim)
+        tile_size = check_size(kind, "tile_size", tile_size, optional=True)
+        dense_pairs = check_size(kind, "dense_pairs", dense_pairs, optional=True)
         self.output_dim, self.num_heads, self.head_dim = output_dim, num_heads, head_dim
         self.tile_size, self.dense_pairs = tile_size, dense_pairs
         inner = num_heads * head_dim
+        if inner > MAX_WIDTH:  # the width of the q/k/v projections
+            raise SpecError(f"{kind} 'num_heads' x 'head_dim' must be at most {MAX_WIDTH}, got "
+                            f"{num_heads} x {head_dim} = {inner}")
         self.q_proj = keras.layers.Dense(inner, use_bias=False, name="q")
         self.k_proj = keras.layers.Dense(inner, use_bias=False, name="k")
         self.v_proj = keras.layers.Dense(inner, use_bias=False, name="v")

@@ -23,6 +23,7 @@ import keras
 import tensorflow as tf
 
 from taylorformer import components, registry
+from taylorformer.checks import MAX_PARAMETERS
 from taylorformer.batch import append_observed_flags, fully_observed, validate_batch, with_masks
 from taylorformer.errors import BatchError, SpecError
 from taylorformer.layers import MLP
@@ -67,6 +68,48 @@ def check_finite_outputs(outputs, batch, where, sample_dims=0):
                      f"inputs (largest |x| {max(largest('xc'), largest('xt')):.3g}, |y| {largest('yc'):.3g}): "
                      f"float32 arithmetic overflows for values of about 1e19 and beyond; standardise or "
                      f"rescale the inputs and outputs (a task's to_original_units maps predictions back)")
+
+
+@contextlib.contextmanager
+def parameter_budget(limit):
+    """Refuse (SpecError) to create more than ``limit`` weights in all, as variables are
+    created: a spec whose options are each within bounds (:data:`taylorformer.checks.SIZE_BOUNDS`)
+    but together ask for more weights than a machine holds fails once it crosses the
+    limit, not after minutes of building. (Keras turns an error in its automatic build
+    into a warning: the refusal is raised again when the block ends.)"""
+    total, refusal = 0, []
+
+    def creator(next_creator, **kwargs):
+        nonlocal total
+        total += _variable_size(kwargs) or 0
+        if total > limit:
+            refusal.append(f"the model spec asks for more than {limit:,} weights (MAX_PARAMETERS; "
+                           f"{total:,} at variable {kwargs.get('name')!r}): make it smaller (fewer "
+                           "layers, narrower widths)")
+            raise SpecError(refusal[0])
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(creator):
+        yield
+    if refusal:
+        raise SpecError(refusal[0])
+
+
+def _variable_size(kwargs):
+    """Elements of the variable ``tf.Variable(**kwargs)`` would create, before it does (a
+    Keras variable hands TensorFlow a lazy initial value that closes over the Keras
+    variable, whose shape is known); None where unknown."""
+    shape = kwargs.get("shape")
+    value = kwargs.get("initial_value")
+    if shape is None and callable(value):
+        cells = [c.cell_contents for c in getattr(value, "__closure__", None) or ()]
+        shape = next((c.shape for c in cells if isinstance(c, keras.Variable)), None)
+    elif shape is None and value is not None:
+        shape = getattr(value, "shape", None)
+    try:
+        return tf.TensorShape(shape).num_elements() if shape is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 @contextlib.contextmanager
@@ -119,7 +162,7 @@ class NeuralProcess(FitMixin, keras.Model):
         """The model of a resolved spec (:func:`taylorformer.spec.resolve_spec`), built
         under its dtype policy, with its variables created."""
         kwargs = {"name": name} if name else {}
-        with dtype_policy_scope(spec["dtype_policy"]):
+        with dtype_policy_scope(spec["dtype_policy"]), parameter_budget(MAX_PARAMETERS):
             model = cls(spec, **kwargs)
             model(model.dummy_batch())  # create the variables now: summaries and loading need them
         return model

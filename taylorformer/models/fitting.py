@@ -19,8 +19,9 @@ the global batch (Keras alone would clip each replica's partial gradient).
 ``compile(skip_non_finite=True)`` drops a step whose loss or gradient is not finite
 (counted in the ``skipped_steps`` log) instead of applying it.
 
-Logs: ``loss`` (train and eval); eval adds ``loglik`` and ``loglik_stderr`` (over tasks)
-and, where the batches carry the exact GP predictive, ``gt_loglik`` and ``gap_to_gt``.
+Logs: ``loss`` (train and eval); eval adds ``loglik`` and ``loglik_stderr`` (over tasks),
+``num_tasks_skipped`` (tasks with no observed target: all their target values NaN, left
+out of every metric) and, where the batches carry the exact GP predictive, ``gt_loglik`` and ``gap_to_gt``.
 """
 import keras
 import tensorflow as tf
@@ -67,6 +68,7 @@ class FitMixin:
         self.gt_tracker = keras.metrics.Mean(name="gt_loglik")
         self.gap_tracker = keras.metrics.Mean(name="gap_to_gt")
         self.skipped_tracker = keras.metrics.Sum(name="skipped_steps")
+        self.skipped_tasks_tracker = keras.metrics.Sum(name="num_tasks_skipped")
 
     # ------------------------------------------------------------------ compile
     def compile(self, optimizer="adamw", loss=None, metrics=None, *, num_permutations=0,
@@ -174,8 +176,12 @@ class FitMixin:
         over replicas and workers, at the end of an epoch or evaluation): the keys a train
         or test step returns."""
         logs = {"loss": self._loss_tracker.result()}
-        if float(self.loglik_tracker.count.numpy()) > 0:
-            logs.update(loglik=self.loglik_tracker.result(), loglik_stderr=self.loglik_tracker.stderr())
+        evaluated = float(self.loglik_tracker.count.numpy()) > 0
+        if evaluated or float(self.skipped_tasks_tracker.result().numpy()) > 0:  # an evaluation ran
+            nan = tf.constant(float("nan"), self.loglik_tracker.dtype)  # no task had a target to score
+            logs.update(loglik=self.loglik_tracker.result() if evaluated else nan,
+                        loglik_stderr=self.loglik_tracker.stderr(),
+                        num_tasks_skipped=self.skipped_tasks_tracker.result())
             if float(self.gt_tracker.count.numpy()) > 0:
                 logs.update(gt_loglik=self.gt_tracker.result(), gap_to_gt=self.gap_tracker.result())
         elif self.skip_non_finite:
@@ -185,10 +191,13 @@ class FitMixin:
     def test_step(self, batch):
         batch = _unpack(batch)
         loss, ll, observed = self.np_loss(batch)
-        self._loss_tracker.update_state(loss)
+        # weighted by the tasks scored: the mean over every task with an observed target
+        self._loss_tracker.update_state(loss, sample_weight=tf.cast(tf.reduce_sum(observed), tf.float32))
         self.loglik_tracker.update_state(ll, observed)
+        self.skipped_tasks_tracker.update_state(tf.reduce_sum(1.0 - observed))
         logs = {"loss": self._loss_tracker.result(), "loglik": self.loglik_tracker.result(),
-                "loglik_stderr": self.loglik_tracker.stderr()}
+                "loglik_stderr": self.loglik_tracker.stderr(),
+                "num_tasks_skipped": self.skipped_tasks_tracker.result()}
         gt_key = "gt_loglik_joint" if self.causal else "gt_loglik"
         if gt_key in batch:  # the exact GP predictive: the ceiling and the gap to it
             gt = tf.cast(batch[gt_key], tf.float64)

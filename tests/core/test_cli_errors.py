@@ -45,9 +45,9 @@ def spec_file(tmp_path, spec, name="spec.json"):
 
 
 @pytest.mark.parametrize("spec, words", [
-    ({"preset": "cnp", "head": {"width": -1}}, ["head", "width", "-1", "int >= 1"]),
+    ({"preset": "cnp", "head": {"width": -1}}, ["head", "width", "-1", "int in [1, 8192]"]),
     ({"preset": "cnp", "head": {"width": "abc"}}, ["head", "width", "'abc'"]),
-    ({"preset": "cnp", "head": {"hidden_layers": -2}}, ["hidden_layers", "-2", "int >= 0"]),
+    ({"preset": "cnp", "head": {"hidden_layers": -2}}, ["hidden_layers", "-2", "int in [0, 128]"]),
     ({"preset": "cnp", "head": {"activation": "relux"}}, ["activation", "'relux'", "did you mean 'relu'"]),
     ({"preset": "cnp", "dtype_policy": "float33"}, ["dtype_policy", "'float33'", "mixed_bfloat16"]),
     ({"preset": "cnp", "encoder": {"layers": -5}}, ["deepset encoder", "layers", "-5"]),

@@ -112,7 +112,7 @@ def test_spec_errors_name_the_problem():
         tfm.build_model({"preset": "tnp-d", "encoder": {"attention": "mha-yx"}})
     with pytest.raises(UnknownComponentError, match="unknown model 'tnp-e'.*'tnp-d'"):
         tfm.build_model("tnp-e")
-    with pytest.raises(SpecError, match="'dim_x' must be a positive int"):
+    with pytest.raises(SpecError, match=r"'dim_x' must be an int in \[1, 4096\]"):
         tfm.build_model("tnp-d", dim_x="2")
     with pytest.raises(SpecError, match="has no option 'layer'.*did you mean 'layers'"):
         tfm.build_model({"preset": "tnp-d", "encoder": {"layer": 2}})

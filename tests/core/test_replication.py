@@ -258,7 +258,8 @@ def test_a_third_party_plugin_adds_rows_and_a_wrong_object_is_refused():
 # ----------------------------------------------------------------------------- results file
 def test_results_file_appends_atomically_and_refuses_another_csv(tmp_path):
     path = tmp_path / "sub" / "results.csv"
-    records = [{c: f"{c}-{i}" for c in replication.RESULT_COLUMNS} for i in range(2)]
+    records = [{c: str(i) if c in replication.NUMERIC_COLUMNS else f"{c}-{i}" for c in replication.RESULT_COLUMNS}
+               for i in range(2)]
     records[0]["command"] = 'taylorformer replicate x --task-config \'{"a": "b,c"}\''
     for record in records:
         replication.append_result(str(path), record)

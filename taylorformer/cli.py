@@ -177,7 +177,8 @@ def _cmd_evaluate(args):
                                task_config=_json_arg(args.task_config, "--task-config"),
                                num_batches=args.batches, split=args.split,
                                checkpoint=args.checkpoint, batch_size=args.batch_size,
-                               num_samples=args.samples, consistency=args.consistency)
+                               num_samples=args.samples, consistency=args.consistency,
+                               memory_budget=args.memory_budget)
     _print_json(result)
     return 0
 
@@ -349,6 +350,9 @@ def build_parser():
                            help="autoregressive models: multi-step sampled forecast metrics")
             p.add_argument("--consistency", type=non_negative_int, default=0, metavar="K",
                            help="autoregressive models: std of the log-lik over K target orders")
+            p.add_argument("--memory-budget", metavar="SIZE",
+                           help="with --samples: bound on this process's memory while sampling, e.g. "
+                                "2GB or 512MiB (default: what it holds plus half the available memory)")
         else:
             p.add_argument("--out", help="PNG path (default RUN_DIR/predictions.png)")
             p.add_argument("--num-tasks", type=positive_int, default=4)

@@ -30,17 +30,20 @@ def observed_log_prob(dist, batch):
     return tf.reduce_sum(logp * tf.cast(batch["observed_t"], tf.float64), -1)
 
 
-def predict(model, batch, num_samples=0, seed=None):
+def predict(model, batch, num_samples=0, seed=None, memory_budget=None, window_ids=None, progress=None):
     """Predictive ``mean``, ``stddev`` ``[B, Nt, Dy]`` and ``samples`` ``[S, B, Nt, Dy]``.
 
     Conditional NPs: mean/stddev of the factorised predictive; samples drawn per target
     independently. Autoregressive NPs (``model.causal``): joint samples drawn step by
     step (``model.sample``), and mean/stddev are Monte Carlo estimates from them
     (``num_samples`` defaults to 50), since the teacher-forced conditionals would
-    condition on the unknown ``yt``.
+    condition on the unknown ``yt``; ``memory_budget``, ``window_ids`` and ``progress``
+    go to :meth:`AutoregressiveNP.sample <taylorformer.models.AutoregressiveNP.sample>`
+    (samples in chunks that fit the budget, the same for a seed whatever the chunks).
     """
     if getattr(model, "causal", False):
-        samples = model.sample(batch, num_samples or 50, seed=seed)
+        samples = model.sample(batch, num_samples or 50, seed=seed, memory_budget=memory_budget,
+                               window_ids=window_ids, progress=progress)
         out = {"mean": tf.reduce_mean(samples, 0), "stddev": tf.math.reduce_std(samples, 0)}
         if num_samples:
             out["samples"] = samples

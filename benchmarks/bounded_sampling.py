@@ -12,7 +12,7 @@ side's sources laid out as the installed package (the baseline from ``git archiv
   baseline had to do to stay in memory);
 * ``candidate:64:100:2GB``: one call with ``memory_budget="2GB"`` (no option: the default budget).
 
-Per run: the wall time of the call (first call: tracing included), the RSS before it and
+Per run: the wall and CPU time of the call (first call: tracing included), the RSS before it and
 the peak, the number of traces of the cached decoding loop (candidate) and a checksum of
 the samples (the same seed gives the same samples whatever the budget). ``--again S2``
 times a second call with S2 paths on the same windows (no new trace on the candidate).
@@ -56,16 +56,18 @@ def child(windows, samples, option, again, data):
         kwargs["memory_budget"] = option
     maxrss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # noqa: E731
     rss_before = maxrss()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     out = [task.forecast(model, part, num_samples=samples, seed=0, **kwargs)["samples"] for part in calls]
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     result = {"windows": int(len(starts)), "samples": samples, "option": option, "seconds": round(seconds, 2),
+              "cpu_seconds": round(cpu, 2),
               "rss_before_mib": round(rss_before), "peak_rss_mib": round(maxrss()),
               "checksum": float(np.concatenate(out, 1)[:, :4].sum())}
     if again:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         task.forecast(model, calls[0], num_samples=again, seed=0, **kwargs)
         result.update(again_samples=again, again_seconds=round(time.perf_counter() - start, 2),
+                      again_cpu_seconds=round(time.process_time() - cpu, 2),
                       peak_rss_after_again_mib=round(maxrss()))
     if hasattr(model, "tracing_count"):
         result["traces"] = model.tracing_count()

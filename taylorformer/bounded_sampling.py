@@ -19,7 +19,8 @@ independent of that split:
 * **Budgets.** :func:`parse_memory` reads ``"2GB"``, ``"512MiB"`` or a byte count;
   :func:`default_budget` is this process's resident memory plus half of the memory the
   system reports available. A budget bounds the whole process: the room for a chunk is
-  the budget minus the resident memory when sampling starts, minus the outputs.
+  the budget minus the resident memory when sampling starts (after handing freed heap
+  pages back), minus the outputs and a fixed :data:`FIXED_BYTES` for the loop itself.
 * **Estimates.** :func:`row_bytes` is the peak memory one row adds while it is decoded:
   the bytes of its caches (read off a one-row ``start_cache``, so any encoder with the
   cached-decoding protocol is measured, not guessed) times :data:`CACHE_COPIES`, plus the
@@ -47,6 +48,9 @@ ORDER_STREAM = 2**40
 CACHE_COPIES = 3.0
 #: the attention scores of the context pass: scores, softmax and their copies
 SCORE_COPIES = 3.0
+#: held once per call whatever the rows: the decoding loop's first trace and TensorFlow's
+#: working buffers (about 270 MB measured on the taylorformer preset, docs/benchmarks.md)
+FIXED_BYTES = 300 * 10**6
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -175,8 +179,23 @@ def format_bytes(count):
     return f"{int(count)} B"
 
 
+def release_free_memory():
+    """Hand the heap's free pages back to the system (glibc ``malloc_trim``; a no-op
+    elsewhere), so that the resident memory counts what the process holds, not what an
+    earlier call freed."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def resident_bytes():
-    """This process's resident memory now (Linux ``/proc/self/statm``; 0 elsewhere)."""
+    """This process's resident memory now (Linux ``/proc/self/statm``; 0 elsewhere), after
+    :func:`release_free_memory`."""
+    release_free_memory()
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -264,11 +283,12 @@ def rows_per_chunk(budget, per_row, output_bytes, owner="sample"):
     """How many rows of ``per_row`` bytes fit in ``budget`` beside this process's resident
     memory and ``output_bytes``; :class:`SpecError` when not even one does."""
     resident = resident_bytes()
-    room = budget - resident - output_bytes
+    room = budget - resident - output_bytes - FIXED_BYTES
     if room < per_row:
         raise SpecError(
             f"{owner}: a memory budget of {format_bytes(budget)} leaves no room for one (window, sample): "
             f"this process already holds {format_bytes(resident)}, the outputs need "
-            f"{format_bytes(output_bytes)} and one (window, sample) about {format_bytes(per_row)}; "
-            f"raise the budget to at least {format_bytes(resident + output_bytes + per_row)}")
+            f"{format_bytes(output_bytes)}, the decoding loop about {format_bytes(FIXED_BYTES)} and one "
+            f"(window, sample) about {format_bytes(per_row)}; raise the budget to at least "
+            f"{format_bytes(resident + output_bytes + FIXED_BYTES + per_row)}")
     return int(room // per_row)

@@ -537,10 +537,8 @@ class CSVSeriesTask(Task):
         check_int("forecast", "num_samples", num_samples, minimum=0)
         starts = np.asarray(windows["window_start"]) if isinstance(windows, dict) else windows
         batch = self.batch(starts)
-        ar = getattr(model, "causal", False)
-        options = ({"memory_budget": memory_budget, "progress": progress,
-                    "window_ids": batch["window_start"].numpy()} if ar else {})
-        out = predict(model, batch, num_samples=num_samples, seed=seed, **options)
+        out = predict(model, batch, num_samples=num_samples, seed=seed, memory_budget=memory_budget,
+                      window_ids=batch["window_start"].numpy(), progress=progress)
         samples = out.get("samples")
         return {"starts": batch["window_start"].numpy(),
                 "mean": self.to_original_units(out["mean"]),

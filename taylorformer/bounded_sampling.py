@@ -42,6 +42,8 @@ _GOLDEN = 0x9E3779B97F4A7C15
 _MUL1, _MUL2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 #: the stream of a row's random target order (steps use 0 .. Nt - 1)
 ORDER_STREAM = 2**40
+#: the stream of a conditional model's independent draws
+INDEPENDENT_STREAM = 2**40 + 1
 #: a cache is held about this many times at the peak of a decoding loop: the loop state
 #: and the buffers a settle writes into, plus TensorFlow's working copies (measured on
 #: the taylorformer preset, docs/benchmarks.md, issue 38)
@@ -109,9 +111,16 @@ def _normal(loc, scale, u):
     return tf.cast(tf.cast(loc, tf.float64) + tf.cast(scale, tf.float64) * tf.math.ndtri(u), tf.float32)
 
 
+def _uniforms_like(keys, step, shape, copies=1):
+    """Uniforms ``[copies, *shape]`` (``shape`` = ``[R, ...]``) from each row's stream at ``step``."""
+    count = tf.reduce_prod(shape[1:])
+    u = tf.reshape(row_uniforms(keys, step, copies * count), tf.concat([[shape[0], copies], shape[1:]], 0))
+    return tf.unstack(u, copies, axis=1) if copies > 1 else [u[:, 0]]
+
+
 def draw(dist, keys, step):
-    """One draw per row of ``dist`` (batch shape ``[R, Dy]``) from the rows' streams ``keys
-    [R]`` at ``step``: float32 ``[R, Dy]``.
+    """One draw of ``dist`` (batch shape ``[R, ...]``, e.g. ``[R, Dy]``) from the rows'
+    streams ``keys [R]`` at ``step`` (int or scalar tensor): float32 of the batch shape.
 
     By inversion of the row's uniforms, so row r's draw depends only on its key and the
     step: Normal (``loc + scale * ndtri(u)`` in float64), Student-t (its quantile),
@@ -120,31 +129,37 @@ def draw(dist, keys, step):
     first row's key, which depends on the chunking (same seed and chunks: same draws).
     """
     tfd = _tfd()
+    shape = dist.batch_shape_tensor()
     if isinstance(dist, tfd.Normal):
-        u = row_uniforms(keys, step, tf.shape(dist.loc)[-1])
-        return _normal(dist.loc, dist.scale, u)
+        return _normal(dist.loc, dist.scale, _uniforms_like(keys, step, shape)[0])
     if isinstance(dist, tfd.StudentT):
-        u = tf.clip_by_value(row_uniforms(keys, step, tf.shape(dist.loc)[-1]), 2.0**-24, 1 - 2.0**-24)
+        u = tf.clip_by_value(_uniforms_like(keys, step, shape)[0], 2.0**-24, 1 - 2.0**-24)
         return tf.cast(dist.quantile(tf.cast(u, tf.float32)), tf.float32)
     if isinstance(dist, tfd.Bernoulli):
-        p = dist.probs_parameter()
-        u = row_uniforms(keys, step, tf.shape(p)[-1])
-        return tf.cast(u < tf.cast(p, tf.float64), tf.float32)
+        return tf.cast(_uniforms_like(keys, step, shape)[0] < tf.cast(dist.probs_parameter(), tf.float64),
+                       tf.float32)
     if isinstance(dist, tfd.Categorical):
-        probs = dist.probs_parameter()  # [R, Dy, K]
-        u = row_uniforms(keys, step, tf.shape(probs)[1])
-        return tf.cast(_inverse_categorical(probs, u), tf.float32)
+        u = _uniforms_like(keys, step, shape)[0]
+        return tf.cast(_inverse_categorical(dist.probs_parameter(), u), tf.float32)
     if isinstance(dist, tfd.MixtureSameFamily) and isinstance(dist.components_distribution, tfd.Normal):
-        weights = dist.mixture_distribution.probs_parameter()  # [R, Dy, K]
-        dy = tf.shape(weights)[1]
-        u = tf.reshape(row_uniforms(keys, step, 2 * dy), [tf.shape(keys)[0], 2, dy])
-        k = _inverse_categorical(weights, u[:, 0])[..., None]  # [R, Dy, 1]
+        weights = dist.mixture_distribution.probs_parameter()  # [R, ..., K]
+        pick, u = _uniforms_like(keys, step, shape, copies=2)
+        k = _inverse_categorical(weights, pick)[..., None]  # [R, ..., 1]
         normal = dist.components_distribution
-        at = lambda x: tf.gather(tf.broadcast_to(x, tf.shape(weights)), k, batch_dims=2)[..., 0]  # noqa: E731
-        return _normal(at(normal.loc), at(normal.scale), u[:, 1])
+        rank = weights.shape.rank - 1
+        at = lambda x: tf.gather(tf.broadcast_to(x, tf.shape(weights)), k, batch_dims=rank)[..., 0]  # noqa: E731
+        return _normal(at(normal.loc), at(normal.scale), u)
     first = tf.bitcast(keys[0], tf.int32)  # [2]
     seed = tf.random.experimental.stateless_fold_in(first, tf.cast(step, tf.int32))
     return tf.cast(dist.sample(seed=seed), tf.float32)
+
+
+def independent_samples(dist, seed, window_ids, num_samples):
+    """``num_samples`` draws ``[S, B, ...]`` of a factorised predictive ``dist`` (batch shape
+    ``[B, ...]``: a conditional model's), window ``b`` and sample ``s`` from the stream of
+    ``(seed, window_ids[b], s)``: a window's samples do not depend on the other windows."""
+    return tf.stack([draw(dist, row_keys(seed, window_ids, [s]), INDEPENDENT_STREAM)
+                     for s in range(num_samples)])
 
 
 def _tfd():

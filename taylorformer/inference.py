@@ -2,6 +2,8 @@
 import tensorflow as tf
 
 from taylorformer.batch import with_masks
+from taylorformer.bounded_sampling import independent_samples
+from taylorformer.target_order import seed_pair
 
 
 def masked_point_mean(values, mask):
@@ -37,9 +39,12 @@ def predict(model, batch, num_samples=0, seed=None, memory_budget=None, window_i
     independently. Autoregressive NPs (``model.causal``): joint samples drawn step by
     step (``model.sample``), and mean/stddev are Monte Carlo estimates from them
     (``num_samples`` defaults to 50), since the teacher-forced conditionals would
-    condition on the unknown ``yt``; ``memory_budget``, ``window_ids`` and ``progress``
-    go to :meth:`AutoregressiveNP.sample <taylorformer.models.AutoregressiveNP.sample>`
-    (samples in chunks that fit the budget, the same for a seed whatever the chunks).
+    condition on the unknown ``yt``. Every (window, sample) draws from its own random
+    stream (:mod:`taylorformer.bounded_sampling`), keyed by ``seed`` and ``window_ids``
+    (``[B]`` ints, default ``0 .. B-1``). ``memory_budget`` and ``progress`` go to
+    :meth:`AutoregressiveNP.sample <taylorformer.models.AutoregressiveNP.sample>`
+    (autoregressive samples in chunks that fit the budget, the same for a seed whatever
+    the chunks).
     """
     if getattr(model, "causal", False):
         samples = model.sample(batch, num_samples or 50, seed=seed, memory_budget=memory_budget,
@@ -51,5 +56,7 @@ def predict(model, batch, num_samples=0, seed=None, memory_budget=None, window_i
     dist = model.distribution(batch)  # validates the batch
     out = {"mean": dist.mean(), "stddev": dist.stddev()}
     if num_samples:
-        out["samples"] = dist.sample(num_samples, seed=seed)
+        b = int(batch["xt"].shape[0])
+        ids = tf.range(b, dtype=tf.int64) if window_ids is None else tf.constant(window_ids, tf.int64)
+        out["samples"] = independent_samples(dist, seed_pair(seed), ids, num_samples)
     return out

@@ -19,8 +19,8 @@ independent of that split:
 * **Budgets.** :func:`parse_memory` reads ``"2GB"``, ``"512MiB"`` or a byte count;
   :func:`default_budget` is this process's resident memory plus half of the memory the
   system reports available. A budget bounds the whole process: the room for a chunk is
-  the budget minus the resident memory when sampling starts (after handing freed heap
-  pages back), minus the outputs and a fixed :data:`FIXED_BYTES` for the loop itself.
+  the budget minus what the process holds (its resident memory after handing freed heap
+  pages back, or at an earlier sampling call if less: :func:`held_bytes`), minus the outputs and a fixed :data:`FIXED_BYTES` for the loop itself.
 * **Estimates.** :func:`row_bytes` is the peak memory one row adds while it is decoded:
   the bytes of its caches (read off a one-row ``start_cache``, so any encoder with the
   cached-decoding protocol is measured, not guessed) times :data:`CACHE_COPIES`, plus the
@@ -294,10 +294,25 @@ def plan_chunks(num_windows, num_samples, rows_per_chunk):
     return 1, rows_per_chunk
 
 
-def rows_per_chunk(budget, per_row, output_bytes, owner="sample"):
-    """How many rows of ``per_row`` bytes fit in ``budget`` beside this process's resident
-    memory and ``output_bytes``; :class:`SpecError` when not even one does."""
+#: the least resident memory seen when a sampling call started (see :func:`held_bytes`)
+_least_resident = None
+
+
+def held_bytes():
+    """What this process holds apart from the sampler: its resident memory now, or when an
+    earlier sampling call started if that was less. Memory an earlier call freed stays
+    resident (allocators keep some of it) but is reused by the next call, so it is not
+    counted twice."""
+    global _least_resident
     resident = resident_bytes()
+    _least_resident = resident if _least_resident is None else min(_least_resident, resident)
+    return _least_resident
+
+
+def rows_per_chunk(budget, per_row, output_bytes, owner="sample"):
+    """How many rows of ``per_row`` bytes fit in ``budget`` beside what this process holds
+    (:func:`held_bytes`) and ``output_bytes``; :class:`SpecError` when not even one does."""
+    resident = held_bytes()
     room = budget - resident - output_bytes - FIXED_BYTES
     if room < per_row:
         raise SpecError(

@@ -99,7 +99,7 @@ def test_a_real_small_budget_gives_the_same_samples():
     model, batch = model_of("taylorformer"), batch_of()
     ample = model.sample(batch, 4, seed=2, memory_budget="1TB")
     per_row = model._estimated_row_bytes(model.prepare(batch), True)
-    tight = (bounded_sampling.resident_bytes() + bounded_sampling.FIXED_BYTES + 4 * per_row)
+    tight = (bounded_sampling.held_bytes() + bounded_sampling.FIXED_BYTES + 4 * per_row)
     np.testing.assert_allclose(model.sample(batch, 4, seed=2, memory_budget=tight), ample, rtol=1e-5, atol=1e-5)
 
 

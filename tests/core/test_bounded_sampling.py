@@ -169,3 +169,39 @@ def test_conditional_samples_are_keyed_by_window():
     dist = model.distribution(batch)  # the draws standardise to N(0, 1)
     z = (np.asarray(together) - dist.mean().numpy()) / dist.stddev().numpy()
     assert _ks(z, scipy.stats.norm.cdf) > 1e-3
+
+
+def _series_task(tmp_path):
+    import pandas as pd
+
+    from taylorformer.task import make_task
+
+    t = np.arange(120)
+    pd.DataFrame({"date": pd.date_range("2020-01-01", periods=120, freq="h"),
+                  "y": np.sin(t / 5.0) + 0.01 * t}).to_csv(tmp_path / "s.csv", index=False)
+    return make_task("csv", {"path": str(tmp_path / "s.csv"), "target_columns": "y", "date_column": "date",
+                             "split": (0.6, 0.2, 0.2), "context_length": 4, "horizon": 5})
+
+
+def test_forecasts_are_the_same_whatever_the_budget_and_the_other_windows(tmp_path, rows_per_chunk):
+    task, model = _series_task(tmp_path), model_of("taylorformer")
+    starts = task.window_starts("test")[:3]
+    whole = task.forecast(model, starts, num_samples=4, seed=1, memory_budget="1TB")
+    alone = task.forecast(model, int(starts[2]), num_samples=4, seed=1)  # keyed by the window's start
+    np.testing.assert_allclose(alone["samples"][:, 0], whole["samples"][:, 2], rtol=1e-5)
+    rows_per_chunk(2)
+    frame = task.forecast_frame(model, starts, num_samples=4, seed=1, memory_budget="1TB", quantiles=(0.5,))
+    np.testing.assert_allclose(frame[("y", "q0.5")].to_numpy().reshape(3, 5),
+                               np.median(whole["samples"][..., 0], 0), rtol=1e-5)
+
+
+def test_evaluate_samples_do_not_depend_on_the_batch_size(tmp_path):
+    from taylorformer.evaluation import evaluate
+
+    task, model = _series_task(tmp_path), model_of("taylorformer")
+    one = evaluate(model, task, batch_size=4, num_batches=1, num_samples=3, memory_budget="1TB")
+    two = evaluate(model, task, batch_size=2, num_batches=2, num_samples=3)
+    for key in ("mse", "crps", "coverage95"):
+        assert one["sampled"][key] == pytest.approx(two["sampled"][key], rel=1e-5)
+    with pytest.raises(SpecError, match="memory_budget must be a positive size"):
+        evaluate(model, task, num_batches=1, num_samples=3, memory_budget="-2GB")

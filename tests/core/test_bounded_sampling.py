@@ -205,3 +205,12 @@ def test_evaluate_samples_do_not_depend_on_the_batch_size(tmp_path):
         assert one["sampled"][key] == pytest.approx(two["sampled"][key], rel=1e-5)
     with pytest.raises(SpecError, match="memory_budget must be a positive size"):
         evaluate(model, task, num_batches=1, num_samples=3, memory_budget="-2GB")
+
+
+def test_cli_evaluate_rejects_a_bad_memory_budget_in_one_line(tmp_path, capsys):
+    from taylorformer.cli import main
+
+    assert main(["evaluate", str(tmp_path), "--samples", "10", "--memory-budget", "lots"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1
+    assert "memory budget must be a positive size" in err and "'lots'" in err

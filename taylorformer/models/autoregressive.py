@@ -16,7 +16,10 @@ the targets before t, so a step costs O(Nc + Nt) instead of a full O((Nc + Nt)^2
 ``cache=False`` keeps the reference: step t runs the whole teacher-forced pass with the
 targets before t filled with the values already drawn (the causal mask makes the values
 at t and after irrelevant). Both give the same samples for the same seed (tested).
-Target orders (``order="random"``) come from :mod:`taylorformer.target_order`.
+Target orders (``order="random"``) come from :mod:`taylorformer.target_order`. The
+(window, sample) rows are decoded in chunks that fit a memory budget, each row drawing from
+its own random stream, so the samples for a seed do not depend on the chunks
+(:mod:`taylorformer.bounded_sampling`).
 """
 import sys
 

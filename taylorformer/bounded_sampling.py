@@ -20,7 +20,8 @@ independent of that split:
   :func:`default_budget` is this process's resident memory plus half of the memory the
   system reports available. A budget bounds the whole process: the room for a chunk is
   the budget minus what the process holds (its resident memory after handing freed heap
-  pages back, or at an earlier sampling call if less: :func:`held_bytes`), minus the outputs and a fixed :data:`FIXED_BYTES` for the loop itself.
+  pages back, or at an earlier sampling call if less: :func:`held_bytes`), minus the
+  outputs and a fixed :data:`FIXED_BYTES` for the loop itself.
 * **Estimates.** :func:`row_bytes` is the peak memory one row adds while it is decoded:
   the bytes of its caches (read off a one-row ``start_cache``, so any encoder with the
   cached-decoding protocol is measured, not guessed) times :data:`CACHE_COPIES`, plus the

@@ -186,7 +186,7 @@ class AutoregressiveNP(NeuralProcess):
         encoder without the methods still samples, on the reference path). Both give the same
         samples for the same seed, to float tolerance. ``jit_compile=True`` compiles the
         cached loop with XLA (faster on some machines, docs/benchmarks.md); its draws are
-        the same to float tolerance (the random streams are integer hashes).
+        the same to float tolerance (the random streams are integer hashes; tested).
         """
         if order not in ORDERS:
             raise SpecError(f"sample: order must be one of {ORDERS}, got {order!r}")

@@ -148,7 +148,8 @@ def test_draws_follow_their_distributions():
                                     keys, 4)
     assert _ks(student, scipy.stats.t(3.0, -1.0, 0.5).cdf) > 1e-3
     weights, locs, scales = np.array([0.2, 0.5, 0.3]), np.array([-4.0, 0.0, 5.0]), np.array([0.5, 1.0, 2.0])
-    mixture = tfd.MixtureSameFamily(tfd.Categorical(logits=tf.broadcast_to(np.log(weights).astype(np.float32), shape + [3])),
+    logits = tf.broadcast_to(np.log(weights).astype(np.float32), shape + [3])
+    mixture = tfd.MixtureSameFamily(tfd.Categorical(logits=logits),
                                     tfd.Normal(tf.broadcast_to(locs.astype(np.float32), shape + [3]),
                                                tf.broadcast_to(scales.astype(np.float32), shape + [3])))
     mix_cdf = lambda x: sum(w * scipy.stats.norm(m, s).cdf(x) for w, m, s in zip(weights, locs, scales))  # noqa: E731
@@ -214,3 +215,11 @@ def test_cli_evaluate_rejects_a_bad_memory_budget_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and len(err.splitlines()) == 1
     assert "memory budget must be a positive size" in err and "'lots'" in err
+
+
+@pytest.mark.slow
+def test_xla_draws_the_same_samples():
+    """The row streams are integer hashes: the XLA-compiled loop draws the same paths."""
+    model, batch = model_of("taylorformer"), batch_of()
+    np.testing.assert_allclose(model.sample(batch, 3, seed=2, jit_compile=True), model.sample(batch, 3, seed=2),
+                               rtol=1e-4, atol=1e-4)

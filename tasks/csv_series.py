@@ -611,7 +611,7 @@ class CSVSeriesTask(Task):
         return ds.map(self._make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     # ------------------------------------------------------------------ forecasts
-    def forecast(self, model, windows, num_samples=200, seed=0):
+    def forecast(self, model, windows, num_samples=200, seed=0, memory_budget=None, progress=None):
         """Forecasts of ``model`` for ``windows`` in the data's units.
 
         ``windows``: a batch of this task (its ``window_start``), one window start or a
@@ -619,20 +619,28 @@ class CSVSeriesTask(Task):
         predictive's; Monte Carlo estimates for an autoregressive model) and ``samples
         [S, B, H, Dy]`` (joint forecast paths for an autoregressive model, independent
         per-step draws for a conditional one), all float64 in original units.
+        An autoregressive model samples in chunks that fit ``memory_budget`` (e.g.
+        ``"2GB"``; default: the resident memory plus half the available memory), each
+        window from its own random stream keyed by its start, so a window's paths are the
+        same for a seed whatever the budget and the other windows; ``progress`` (default:
+        on a terminal) shows a progress bar (:meth:`AutoregressiveNP.sample
+        <taylorformer.models.AutoregressiveNP.sample>`).
         """
         from taylorformer.inference import predict
 
         check_int("forecast", "num_samples", num_samples, minimum=0)
         starts = np.asarray(windows["window_start"]) if isinstance(windows, dict) else windows
         batch = self.batch(starts)
-        out = predict(model, batch, num_samples=num_samples, seed=seed)
+        out = predict(model, batch, num_samples=num_samples, seed=seed, memory_budget=memory_budget,
+                      window_ids=batch["window_start"].numpy(), progress=progress)
         samples = out.get("samples")
         return {"starts": batch["window_start"].numpy(),
                 "mean": self.to_original_units(out["mean"]),
                 "std": np.asarray(out["stddev"], np.float64) * self.std,
                 "samples": None if samples is None else self.to_original_units(samples)}
 
-    def forecast_frame(self, model, windows, num_samples=200, quantiles=(0.05, 0.5, 0.95), seed=0):
+    def forecast_frame(self, model, windows, num_samples=200, quantiles=(0.05, 0.5, 0.95), seed=0,
+                       memory_budget=None, progress=None):
         """``model``'s forecasts as a ``pandas.DataFrame`` in the data's units.
 
         Rows: the target steps, indexed by date (``date``; the series row ``row`` where
@@ -641,7 +649,8 @@ class CSVSeriesTask(Task):
         value; NaN where it is missing), ``mean``, ``std`` and one ``q<level>`` column per
         quantile level (e.g. ``q0.05``), estimated from ``num_samples`` samples (see
         :meth:`forecast`; quantiles need ``num_samples >= 1``). ``windows``: as in :meth:`forecast`; one int
-        gives the single-window (date-indexed) frame.
+        gives the single-window (date-indexed) frame. ``memory_budget``, ``progress``: as in
+        :meth:`forecast`.
         """
         import pandas as pd
 
@@ -649,7 +658,8 @@ class CSVSeriesTask(Task):
         if levels and not num_samples:
             raise TaskError(f"forecast_frame: quantiles {levels} are estimated from samples; pass "
                             "num_samples >= 1 (or quantiles=())")
-        out = self.forecast(model, windows, num_samples=num_samples, seed=seed)
+        out = self.forecast(model, windows, num_samples=num_samples, seed=seed, memory_budget=memory_budget,
+                            progress=progress)
         quants = (np.quantile(out["samples"], levels, axis=0) if levels
                   else np.zeros((0,) + out["mean"].shape))  # [Q, B, H, Dy]
         frames = []

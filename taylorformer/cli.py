@@ -215,7 +215,8 @@ def _cmd_evaluate(args):
                                task_config=_json_arg(args.task_config, "--task-config"),
                                num_batches=args.batches, split=args.split,
                                checkpoint=args.checkpoint, batch_size=args.batch_size,
-                               num_samples=args.samples, consistency=args.consistency)
+                               num_samples=args.samples, consistency=args.consistency,
+                               memory_budget=args.memory_budget)
     if args.calibration or args.recalibrate:
         result["calibration"] = runs.calibrate_run(
             args.run_dir, task=args.task, task_config=_json_arg(args.task_config, "--task-config"),
@@ -505,6 +506,9 @@ def build_parser():
             p.add_argument("--recalibrate", action="store_true",
                            help="fit a spread scale on the val split, store it in RUN_DIR/calibration.json "
                                 "for predict, report before/after on --split (implies --calibration)")
+            p.add_argument("--memory-budget", metavar="SIZE",
+                           help="with --samples: bound on this process's memory while sampling, e.g. "
+                                "2GB or 512MiB (default: what it holds plus half the available memory)")
         else:
             p.add_argument("--out", help="PNG path (default RUN_DIR/predictions.png)")
             p.add_argument("--num-tasks", type=positive_int, default=4)

@@ -6,10 +6,14 @@ For autoregressive models the log-likelihood, ``rmse`` and ``mse`` are teacher-f
 CRPS and 95% coverage of the sample quantiles; ``consistency`` is the std of the
 log-likelihood over K target orders (mean and 95% interval over tasks).
 """
+import sys
+
+import keras
 import numpy as np
 import tensorflow as tf
 
 from taylorformer.batch import with_masks
+from taylorformer.bounded_sampling import resolve_budget
 from taylorformer.checks import check_int, check_memory
 from taylorformer.errors import SpecError, TaskError
 from taylorformer.inference import loglik, masked_point_mean, observed_log_prob
@@ -107,7 +111,7 @@ def _mean_stderr(values):
 
 
 def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_samples=0,
-             consistency=0, seed=0):
+             consistency=0, seed=0, memory_budget=None, progress=None):
     """Metrics over a fixed evaluation split of ``task``.
 
     Returns ``{"loglik": {mean, stderr, n}, "rmse", "mse", "coverage95", "num_tasks",
@@ -119,12 +123,23 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     A task with no observed target (every target value NaN, e.g. a forecasting window
     over a gap in the data) has nothing to score: it is left out of every metric and
     counted in ``num_tasks_skipped``; a split where no task has one is a TaskError.
+
+    The samples are drawn within ``memory_budget`` (:meth:`AutoregressiveNP.sample
+    <taylorformer.models.AutoregressiveNP.sample>`), window ``k`` of the split from its own
+    random stream, so they do not depend on ``batch_size``; ``progress`` (default: stdout
+    is a terminal) shows a bar over the batches while sampling.
     """
     check_evaluate_options(batch_size, num_batches, num_samples, consistency, model)
     autoregressive = getattr(model, "causal", False)
     lls, sq, inside, gts, sampled, stds = [], [], [], [], [], []
     skipped = 0
     gt_key = "gt_loglik_joint" if autoregressive else "gt_loglik"
+    sampling = autoregressive and num_samples
+    if sampling:
+        budget = resolve_budget(memory_budget)  # a bad budget fails before any work
+    bar = (keras.utils.Progbar(num_batches, unit_name="batch")
+           if sampling and (sys.stdout.isatty() if progress is None else progress) else None)
+    windows_seen = 0
     for i, batch in enumerate(task.dataset(split, batch_size=batch_size, num_batches=num_batches)):
         m = batch_metrics(model, batch)
         lls.append(m["loglik"][m["observed"]])  # tasks with nothing observed to score drop out
@@ -133,17 +148,22 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
         inside.append(m["inside95"])
         if gt_key in batch:
             gts.append(batch[gt_key].numpy()[m["observed"]])
-        if autoregressive and num_samples:
+        if sampling:
             if i == 0:  # [S, B, Nt, Dy] draws, as float64 about 4 times over in sample_metrics
                 shape = np.shape(batch["yt"])
                 check_memory("evaluate", f"{num_samples} samples of {shape[0]} task(s) x {shape[1]} "
                              "target(s)", 5 * 8 * num_samples * int(np.prod(shape)),
                              "ask for fewer samples (--samples) or a smaller --batch-size")
-            samples = model.sample(batch, num_samples, seed=[seed, i])
+            size = int(batch["xt"].shape[0])
+            samples = model.sample(batch, num_samples, seed=seed, memory_budget=budget, progress=False,
+                                   window_ids=np.arange(windows_seen, windows_seen + size))
+            windows_seen += size
             observed = with_masks(batch)  # unobserved (NaN) targets leave the metrics
             sampled.append(sample_metrics(samples, observed["yt"], observed["mask_t"], observed["observed_t"]))
         if autoregressive and consistency:
             stds.append(np.asarray(order_consistency(model, batch, k=consistency, seed=seed + i))[m["observed"]])
+        if bar is not None:
+            bar.add(1)
     if not lls:
         raise ValueError(f"task split {split!r} produced no batches")
     lls = np.concatenate(lls)

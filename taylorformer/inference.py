@@ -2,6 +2,8 @@
 import tensorflow as tf
 
 from taylorformer.batch import with_masks
+from taylorformer.bounded_sampling import independent_samples
+from taylorformer.target_order import seed_pair
 
 
 def with_unknown_targets(batch, dim_y):
@@ -41,18 +43,24 @@ def observed_log_prob(dist, batch):
     return tf.reduce_sum(logp * tf.cast(batch["observed_t"], tf.float64), -1)
 
 
-def predict(model, batch, num_samples=0, seed=None):
+def predict(model, batch, num_samples=0, seed=None, memory_budget=None, window_ids=None, progress=None):
     """Predictive ``mean``, ``stddev`` ``[B, Nt, Dy]`` and ``samples`` ``[S, B, Nt, Dy]``.
 
     Conditional NPs: mean/stddev of the factorised predictive; samples drawn per target
     independently. Autoregressive NPs (``model.causal``): joint samples drawn step by
     step (``model.sample``), and mean/stddev are Monte Carlo estimates from them
     (``num_samples`` defaults to 50), since the teacher-forced conditionals would
-    condition on the unknown ``yt``. ``batch`` needs no ``yt`` (:func:`with_unknown_targets`).
+    condition on the unknown ``yt``. Every (window, sample) draws from its own random
+    stream (:mod:`taylorformer.bounded_sampling`), keyed by ``seed`` and ``window_ids``
+    (``[B]`` ints, default ``0 .. B-1``). ``memory_budget`` and ``progress`` go to
+    :meth:`AutoregressiveNP.sample <taylorformer.models.AutoregressiveNP.sample>`
+    (autoregressive samples in chunks that fit the budget, the same for a seed whatever
+    the chunks). ``batch`` needs no ``yt`` (:func:`with_unknown_targets`).
     """
     batch = with_unknown_targets(batch, model.dim_y)
     if getattr(model, "causal", False):
-        samples = model.sample(batch, num_samples or 50, seed=seed)
+        samples = model.sample(batch, num_samples or 50, seed=seed, memory_budget=memory_budget,
+                               window_ids=window_ids, progress=progress)
         out = {"mean": tf.reduce_mean(samples, 0), "stddev": tf.math.reduce_std(samples, 0)}
         if num_samples:
             out["samples"] = samples
@@ -60,5 +68,7 @@ def predict(model, batch, num_samples=0, seed=None):
     dist = model.distribution(batch)  # validates the batch
     out = {"mean": dist.mean(), "stddev": dist.stddev()}
     if num_samples:
-        out["samples"] = dist.sample(num_samples, seed=seed)
+        b = int(batch["xt"].shape[0])
+        ids = tf.range(b, dtype=tf.int64) if window_ids is None else tf.constant(window_ids, tf.int64)
+        out["samples"] = independent_samples(dist, seed_pair(seed), ids, num_samples)
     return out

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from taylorformer import calibration, registry
+from taylorformer.bounded_sampling import parse_memory
 from taylorformer.checks import check_choice, check_int, check_memory, check_number
 from taylorformer.errors import (BatchError, RunDirectoryError, SpecError, TaskError, TaylorformerError,
                                  UnknownComponentError)
@@ -106,14 +107,16 @@ def _task_label(task, config):
 
 
 def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="test",
-                 checkpoint="best", batch_size=None, num_samples=0, consistency=0):
+                 checkpoint="best", batch_size=None, num_samples=0, consistency=0, memory_budget=None):
     """Evaluation JSON dict of a run (see :func:`taylorformer.evaluation.evaluate`)."""
     check_evaluate_options(1 if batch_size is None else batch_size, num_batches, num_samples,
                            consistency)
+    if memory_budget is not None:
+        parse_memory(memory_budget, "memory budget")  # fails before the run is loaded
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
     batch_size = config["train"]["batch_size"] if batch_size is None else batch_size
     result = evaluate(model, task_obj, split=split, batch_size=batch_size, num_batches=num_batches,
-                      num_samples=num_samples, consistency=consistency)
+                      num_samples=num_samples, consistency=consistency, memory_budget=memory_budget)
     return {"run_dir": run_dir, "task": _task_label(task, config), **result}
 
 

@@ -57,7 +57,8 @@ def predict(model, batch, num_samples=0, seed=None, memory_budget=None, window_i
     (autoregressive samples in chunks that fit the budget, the same for a seed whatever
     the chunks). ``batch`` needs no ``yt`` (:func:`with_unknown_targets`).
     """
-    batch = with_unknown_targets(batch, model.dim_y)
+    if isinstance(batch, dict) and "yt" not in batch:
+        batch = with_unknown_targets(batch, model.dim_y)
     if getattr(model, "causal", False):
         samples = model.sample(batch, num_samples or 50, seed=seed, memory_budget=memory_budget,
                                window_ids=window_ids, progress=progress)

@@ -50,3 +50,23 @@ def keras_serialization_maps():
         raise ImportError(f"this Keras ({keras.__version__}) has no keras.src.saving.object_registration: "
                           "taylorformer's plugin registry needs its serialization maps") from exc
     return object_registration.GLOBAL_CUSTOM_OBJECTS, object_registration.GLOBAL_CUSTOM_NAMES
+
+
+@contextlib.contextmanager
+def keras_uninitialized_variables_restored_on_error():
+    """Put Keras' global list of variables awaiting initialization back as it was when the
+    block raises. Keras builds a layer by tracing its ``call`` and initializes the variables
+    created in the trace at its end; an error in between (a refused build) leaves them
+    listed, and every later build then fails ("Variable ... is already initialized") and
+    leaves its own variables uninitialized. No-op if a Keras release moved the list."""
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:  # pragma: no cover - a Keras without it: nothing to restore
+        yield
+        return
+    before = list(global_state.get_global_attribute("uninitialized_variables", []) or [])
+    try:
+        yield
+    except BaseException:
+        global_state.set_global_attribute("uninitialized_variables", before)
+        raise

@@ -22,7 +22,7 @@ import contextlib
 import keras
 import tensorflow as tf
 
-from taylorformer import components, registry
+from taylorformer import components, registry, tf_compat
 from taylorformer.checks import MAX_PARAMETERS
 from taylorformer.batch import append_observed_flags, fully_observed, validate_batch, with_masks
 from taylorformer.errors import BatchError, SpecError
@@ -76,7 +76,8 @@ def parameter_budget(limit):
     created: a spec whose options are each within bounds (:data:`taylorformer.checks.SIZE_BOUNDS`)
     but together ask for more weights than a machine holds fails once it crosses the
     limit, not after minutes of building. (Keras turns an error in its automatic build
-    into a warning: the refusal is raised again when the block ends.)"""
+    into a warning: the refusal is raised again when the block ends, and the variables the
+    interrupted build left for Keras to initialize are forgotten, so later builds work.)"""
     total, refusal = 0, []
 
     def creator(next_creator, **kwargs):
@@ -89,10 +90,11 @@ def parameter_budget(limit):
             raise SpecError(refusal[0])
         return next_creator(**kwargs)
 
-    with tf.variable_creator_scope(creator):
-        yield
-    if refusal:
-        raise SpecError(refusal[0])
+    with tf_compat.keras_uninitialized_variables_restored_on_error():
+        with tf.variable_creator_scope(creator):
+            yield
+        if refusal:
+            raise SpecError(refusal[0])
 
 
 def _variable_size(kwargs):

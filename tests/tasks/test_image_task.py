@@ -346,7 +346,7 @@ def test_plot_of_an_autoregressive_model_shows_the_targets_only(files):
     class Causal:  # joint samples 0.1 * (s + 1) at every target: mean 0.2 for 3 samples
         causal = True
 
-        def sample(self, batch, num_samples, seed=None):
+        def sample(self, batch, num_samples, seed=None, **chunking):  # memory_budget, window_ids, ...
             self.queried = np.asarray(batch["xt"])
             return np.stack([np.full(np.shape(batch["yt"]), 0.1 * (s + 1), np.float32) for s in range(num_samples)])
 

@@ -15,11 +15,10 @@ import argparse
 import collections
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-from conditional_inference import CASES, export
+from conditional_inference import CASES, export, run_child
 
 MODES = ("infer", "xla", "train")
 
@@ -53,19 +52,7 @@ def child(case, mode):
 
 
 def run(pkg, case, mode):
-    code = ("import sys, json; sys.meta_path[:] = [f for f in sys.meta_path "
-            "if 'editable' not in getattr(f, '__name__', type(f).__name__).lower()]; "
-            f"sys.path.insert(0, {pkg!r}); sys.path.insert(1, {os.path.dirname(os.path.abspath(__file__))!r}); "
-            "import taylorformer, compare_graphs as cg; "
-            f"assert taylorformer.__file__.startswith({pkg!r}), taylorformer.__file__; "
-            f"print('RESULT', json.dumps(cg.child({case!r}, {mode!r})))")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "OPENBLAS_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    if out.returncode or not lines:
-        raise SystemExit(f"{case} ({mode}) failed:\n{out.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
-
+    return run_child(pkg, "compare_graphs", f"child({case!r}, {mode!r})", f"{case} ({mode})")
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

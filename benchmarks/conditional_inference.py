@@ -141,22 +141,27 @@ def export(source, dest):
     return pkg
 
 
-def run(pkg, case, xla, reps, arena_max=None):
+def run_child(pkg, module, call, label, env=None):
+    """The JSON result of ``module.call`` (a Python expression, e.g. ``"child('tnp-d', True, 3)"``)
+    in a fresh interpreter that imports taylorformer from the copy ``pkg`` only (the
+    editable install's finder removed) and this folder's benchmark ``module``."""
     code = ("import sys, json; sys.meta_path[:] = [f for f in sys.meta_path "
             "if 'editable' not in getattr(f, '__name__', type(f).__name__).lower()]; "
-            f"sys.path.insert(0, {pkg!r}); sys.path.insert(1, {os.path.dirname(__file__)!r}); "
-            "import taylorformer, conditional_inference as ci; "
+            f"sys.path.insert(0, {pkg!r}); sys.path.insert(1, {os.path.dirname(os.path.abspath(__file__))!r}); "
+            f"import taylorformer, {module} as bench; "
             f"assert taylorformer.__file__.startswith({pkg!r}), taylorformer.__file__; "
-            f"print('RESULT', json.dumps(ci.child({case!r}, {xla!r}, {reps})))")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "OPENBLAS_NUM_THREADS": "1"}
-    if arena_max is not None:
-        env["MALLOC_ARENA_MAX"] = str(arena_max)
+            f"print('RESULT', json.dumps(bench.{call}))")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "OPENBLAS_NUM_THREADS": "1", **(env or {})}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode or not lines:
-        raise SystemExit(f"{case} (xla={xla}) failed:\n{out.stderr[-3000:]}")
+        raise SystemExit(f"{label} failed:\n{out.stderr[-3000:]}")
     return json.loads(lines[-1][len("RESULT "):])
 
+
+def run(pkg, case, xla, reps, arena_max=None):
+    env = None if arena_max is None else {"MALLOC_ARENA_MAX": str(arena_max)}
+    return run_child(pkg, "conditional_inference", f"child({case!r}, {xla!r}, {reps})", f"{case} (xla={xla})", env)
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

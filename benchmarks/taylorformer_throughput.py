@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import taylorformer as tfm  # noqa: E402
-from taylorformer.inference import loglik  # noqa: E402
+from taylorformer.models.inference import loglik  # noqa: E402
 
 
 def ett_like_batch(batch_size, context, horizon, seed=0):

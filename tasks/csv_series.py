@@ -626,7 +626,7 @@ class CSVSeriesTask(Task):
         on a terminal) shows a progress bar (:meth:`AutoregressiveNP.sample
         <taylorformer.models.AutoregressiveNP.sample>`).
         """
-        from taylorformer.inference import predict
+        from taylorformer.models.inference import predict
 
         check_int("forecast", "num_samples", num_samples, minimum=0)
         starts = np.asarray(windows["window_start"]) if isinstance(windows, dict) else windows

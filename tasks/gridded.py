@@ -478,7 +478,7 @@ class GriddedTask(Task):
         ``num_samples`` is unused (maps show the marginal predictive)."""
         from matplotlib.figure import Figure
 
-        from taylorformer.inference import predict
+        from taylorformer.models.inference import predict
 
         check_int("plot", "num_tasks", num_tasks)
         check_int("plot", "num_samples", num_samples, minimum=0)

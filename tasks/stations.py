@@ -545,7 +545,7 @@ class StationsTask(Task):
         ``max(num_samples, 100)`` predictive samples and ``min(num_samples, 5)`` sampled paths."""
         from matplotlib.figure import Figure
 
-        from taylorformer.inference import predict
+        from taylorformer.models.inference import predict
         from taylorformer.plotting.forecasts import plot_forecast
 
         check_int("plot", "num_tasks", num_tasks)

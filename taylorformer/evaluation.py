@@ -13,11 +13,11 @@ import numpy as np
 import tensorflow as tf
 
 from taylorformer.batch import with_masks
-from taylorformer.bounded_sampling import resolve_budget
+from taylorformer.models.bounded_sampling import resolve_budget
 from taylorformer.checks import check_int, check_memory
 from taylorformer.errors import SpecError, TaskError
-from taylorformer.inference import loglik, masked_point_mean, observed_log_prob
-from taylorformer.target_order import permute_targets
+from taylorformer.models.inference import loglik, masked_point_mean, observed_log_prob
+from taylorformer.models.target_order import permute_targets
 
 
 def check_evaluate_options(batch_size, num_batches, num_samples, consistency, model=None):

@@ -210,7 +210,7 @@ def _encoder(cls, version):
     _flag(cls, "causal")
     _require(cls, "call", "call(self, batch" + (", features=None)" if features else ")"), version, {},
              **({"features": None} if features else {}))
-    from taylorformer.decoding import ENCODER_METHODS
+    from taylorformer.models.decoding import ENCODER_METHODS
 
     present = [m for m in ENCODER_METHODS if callable(getattr(cls, m, None))]
     if present and len(present) < len(ENCODER_METHODS):

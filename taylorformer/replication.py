@@ -26,7 +26,7 @@ the rows with the last value recorded for each.
 
 Metrics (:data:`METRICS`) are computed per task and summarised as the mean and its
 standard error over tasks: ``loglik`` (mean log-likelihood per target point,
-:func:`taylorformer.inference.loglik`; teacher-forced for autoregressive models), ``nll``
+:func:`taylorformer.models.inference.loglik`; teacher-forced for autoregressive models), ``nll``
 (its negative) and ``mse`` (mean squared error of the predictive mean per target point;
 for autoregressive models the teacher-forced one-step mean, the Taylorformer paper's MSE).
 """
@@ -130,7 +130,7 @@ def metric_function(model, metric):
     import tensorflow as tf
 
     from taylorformer.batch import with_masks
-    from taylorformer.inference import loglik, masked_point_mean
+    from taylorformer.models.inference import loglik, masked_point_mean
 
     @tf.function(reduce_retracing=True)
     def per_task(batch):

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from taylorformer import calibration, registry
-from taylorformer.bounded_sampling import parse_memory
+from taylorformer.models.bounded_sampling import parse_memory
 from taylorformer.checks import check_choice, check_int, check_memory, check_number
 from taylorformer.errors import (BatchError, RunDirectoryError, SpecError, TaskError, TaylorformerError,
                                  UnknownComponentError)

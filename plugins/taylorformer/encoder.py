@@ -38,7 +38,7 @@ conditional of the chain rule (teacher forcing) for an autoregressive NP.
     Ablations: ``streams=["xy"]`` (MHA-XY only, a masked transformer decoder) or
     ``streams=["x"]`` (MHA-X only); with or without the wrapper.
 
-    Cached decoding (:mod:`taylorformer.decoding`; ``start_cache``, ``cached_query``,
+    Cached decoding (:mod:`taylorformer.models.decoding`; ``start_cache``, ``cached_query``,
     ``cached_append``): per stream and layer a key/value cache of every point seen, so
     autoregressive sampling runs one query row per layer and step.
 """
@@ -47,7 +47,8 @@ import math
 import keras
 import tensorflow as tf
 
-from taylorformer import components, decoding
+from taylorformer import components
+from taylorformer.models import decoding
 from taylorformer.errors import SpecError
 from taylorformer.checks import check_number, check_size
 
@@ -232,7 +233,7 @@ class TaylorformerEncoder(keras.layers.Layer):
         return outputs[0] if len(outputs) == 1 else tf.concat(outputs, -1)
 
     # ------------------------------------------------------------------ cached decoding
-    # (protocol: taylorformer.decoding). Per stream and layer the cache holds the key and
+    # (protocol: taylorformer.models.decoding). Per stream and layer the cache holds the key and
     # value heads [B, H, Nc + Nt, d] of every point seen; step t runs target t's query row
     # only. A target's key at layer i > 0 is its own query-row output of layer i - 1 (known
     # before its y); its first-layer key (MHA-XY) and last-layer value (MHA-X) read its y.

@@ -20,7 +20,7 @@ A wrapper is a class built with ``(dim_x, dim_y, **options)`` exposing
 * ``adjust(params, features) -> params``: run after the likelihood's ``parameters``; adds
   the hard-coded Taylor term to the location parameter(s);
 * ``get_config() -> dict`` of its options;
-* optionally, for cached autoregressive sampling (:mod:`taylorformer.decoding`):
+* optionally, for cached autoregressive sampling (:mod:`taylorformer.models.decoding`):
   ``start_cache``, ``query_features`` and ``append`` (the features of one new target
   from the points before it, then its own-y features once its value is drawn).
 
@@ -81,7 +81,7 @@ import typing
 
 import tensorflow as tf
 
-from taylorformer import decoding
+from taylorformer.models import decoding
 from taylorformer.errors import SpecError
 from taylorformer.checks import check_choice, check_number, check_size
 
@@ -338,7 +338,7 @@ class LocalTaylor:
 
     # ------------------------------------------------------------------ cached decoding
     def start_cache(self, batch):
-        """Start incremental decoding (:mod:`taylorformer.decoding`) of ``batch``: context and
+        """Start incremental decoding (:mod:`taylorformer.models.decoding`) of ``batch``: context and
         targets in generation order (the targets' y are not read).
 
         Returns ``(state, features)``: ``state`` holds ``x [B, L, Dx]``, ``y [B, L, Dy]``

@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from taylorformer import components
 from taylorformer.attention import attend, mha_score
-from taylorformer.layers import MLP, masked_mean
+from taylorformer.models.layers import MLP, masked_mean
 from taylorformer.checks import check_choice, check_size
 
 STYLES = ("ist", "perceiver")

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from taylorformer import components
-from taylorformer.layers import MLP, masked_mean
+from taylorformer.models.layers import MLP, masked_mean
 from taylorformer.checks import check_bool, check_size, check_widths
 
 

@@ -8,14 +8,15 @@ keys, so each layer computes (Nc + 2Nt) x (Nc + Nt) scores. Pre-norm residual la
 the ``transformer``/TNP-D encoder). The encoder is *causal* (``causal = True``): one
 teacher-forced pass gives every conditional of the chain rule. With a LocalTaylor wrapper
 its features are folded into x and y (generic wrapping). Cached decoding
-(:mod:`taylorformer.decoding`): per layer a key/value cache of the context and real
+(:mod:`taylorformer.models.decoding`): per layer a key/value cache of the context and real
 target tokens; a sampling step runs the new target's zero-y copy, then its real copy.
 """
 import keras
 import tensorflow as tf
 
-from taylorformer import components, decoding
-from taylorformer.layers import MLP
+from taylorformer import components
+from taylorformer.models import decoding
+from taylorformer.models.layers import MLP
 from taylorformer.checks import check_number, check_size
 
 
@@ -76,7 +77,7 @@ class TNPAEncoder(keras.layers.Layer):
         return self.norm_out(h[:, nc + nt:])
 
     # ------------------------------------------------------------------ cached decoding
-    # (protocol: taylorformer.decoding). The cache holds each layer's key/value heads of
+    # (protocol: taylorformer.models.decoding). The cache holds each layer's key/value heads of
     # the context and real target tokens (slots [0, Nc + Nt)); step t runs target t's
     # zero-y copy against the slots before nc + t, then (after the draw) its real copy,
     # which writes its own slot first and attends to the slots up to and including it.

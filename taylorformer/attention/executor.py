@@ -35,7 +35,7 @@ def attend_blocks(score_fn, q, blocks, query_mask=None):
 
     q: [B,H,Nq,dq] (the few rows of one decoding step); ``blocks``: a list of ``(k
     [B,H,Lb,dk], v [B,H,Lb,dv], valid [B,Lb] bool)``, e.g. the buffers of a key/value
-    cache (:class:`taylorformer.decoding.KeyValueCache`), which then need no
+    cache (:class:`taylorformer.models.decoding.KeyValueCache`), which then need no
     concatenation. The reference's softmax over the valid keys of all blocks, as if they
     were one key axis with ``key_mask`` = their ``valid``; no positions, no structural
     mask (the blocks' ``valid`` holds it). A row with no valid key returns 0.

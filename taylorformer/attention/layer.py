@@ -33,9 +33,9 @@ Call protocol (what encoders rely on)::
     # mask from global indices (see taylorformer.attention.reference)
     # out [B, Nq, output_dim]; (out, new_q_pos) when ``updates_positions`` is True.
 
-Incremental decoding (autoregressive sampling, :mod:`taylorformer.decoding`) uses the
+Incremental decoding (autoregressive sampling, :mod:`taylorformer.models.decoding`) uses the
 same projections and score: ``key_value_heads(keys, values=None)`` gives the heads a
-:class:`~taylorformer.decoding.KeyValueCache` stores, ``attend_cache(queries, cache,
+:class:`~taylorformer.models.decoding.KeyValueCache` stores, ``attend_cache(queries, cache,
 length, key_mask)`` attends new query rows to its first ``length`` slots through
 :func:`taylorformer.attention.executor.attend_blocks`. Nothing to override.
 """
@@ -152,7 +152,7 @@ class Attention(keras.layers.Layer):
 
     def attend_cache(self, queries, cache, length, key_mask=None):
         """Incremental decoding: ``queries [B, Nq, Dq]`` against the slots below ``length``
-        of a :class:`taylorformer.decoding.KeyValueCache` (heads from
+        of a :class:`taylorformer.models.decoding.KeyValueCache` (heads from
         :meth:`key_value_heads`) whose ``key_mask [B, Nc + Nt]`` is 1 -> ``[B, Nq,
         output_dim]``. Position-free: a layer that moves positions cannot decode from a cache."""
         if self.updates_positions:

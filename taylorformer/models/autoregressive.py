@@ -10,16 +10,16 @@ the parameters of every conditional, ``[B, Nt, ...]``; so
 :meth:`AutoregressiveNP.sample` draws joint samples step by step from exactly those
 conditionals. By default (``cache=None``: wherever the encoder and wrapper implement the
 cached-decoding methods, as every built-in does) it decodes incrementally
-(:mod:`taylorformer.decoding`): the context runs once through every layer, then step t
+(:mod:`taylorformer.models.decoding`): the context runs once through every layer, then step t
 runs only target t's token, attending to the cached keys/values of the context and of
 the targets before t, so a step costs O(Nc + Nt) instead of a full O((Nc + Nt)^2) pass.
 ``cache=False`` keeps the reference: step t runs the whole teacher-forced pass with the
 targets before t filled with the values already drawn (the causal mask makes the values
 at t and after irrelevant). Both give the same samples for the same seed (tested).
-Target orders (``order="random"``) come from :mod:`taylorformer.target_order`. The
+Target orders (``order="random"``) come from :mod:`taylorformer.models.target_order`. The
 (window, sample) rows are decoded in chunks that fit a memory budget, each row drawing from
 its own random stream, so the samples for a seed do not depend on the chunks
-(:mod:`taylorformer.bounded_sampling`).
+(:mod:`taylorformer.models.bounded_sampling`).
 """
 import sys
 
@@ -27,11 +27,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from taylorformer import bounded_sampling, decoding
+from taylorformer.models import bounded_sampling, decoding
 from taylorformer.batch import fully_observed, with_targets
 from taylorformer.errors import SpecError
 from taylorformer.models.base import NeuralProcess, check_finite_outputs
-from taylorformer.target_order import gather_targets, seed_pair, tile_batch
+from taylorformer.models.target_order import gather_targets, seed_pair, tile_batch
 
 ORDERS = ("given", "random")
 
@@ -71,7 +71,7 @@ class AutoregressiveNP(NeuralProcess):
     # ------------------------------------------------------------------ sampling
     def _draw(self, params, keys, step):
         """Draw the targets of one step from ``params`` ``[R, ...]`` with the rows' random
-        streams ``keys [R]`` (:mod:`taylorformer.bounded_sampling`) -> float32 ``[R, Dy]``."""
+        streams ``keys [R]`` (:mod:`taylorformer.models.bounded_sampling`) -> float32 ``[R, Dy]``."""
         return bounded_sampling.draw(self.likelihood.distribution(params), keys, step)
 
     def _decode_full(self, rows, keys):
@@ -102,11 +102,11 @@ class AutoregressiveNP(NeuralProcess):
                 for part, methods in parts if part is not None and not all(hasattr(part, m) for m in methods)]
 
     def _decode_cached(self, rows, keys):
-        """Incremental decoding (``cache=True``, :mod:`taylorformer.decoding`): the context
+        """Incremental decoding (``cache=True``, :mod:`taylorformer.models.decoding`): the context
         once through every layer, then per step target t's token only, against the cached
         keys/values of the context and the targets before t. Same contract as
         :meth:`_decode_full`. Two nested ``tf.while_loop``s: blocks of C steps (the caches'
-        recent blocks, :func:`~taylorformer.decoding.recent_slots`), settled after each."""
+        recent blocks, :func:`~taylorformer.models.decoding.recent_slots`), settled after each."""
         nc, nt = int(rows["xc"].shape[1]), int(rows["xt"].shape[1])
         wrapper_state = features = None
         if self.wrapper is not None:
@@ -168,7 +168,7 @@ class AutoregressiveNP(NeuralProcess):
 
         Memory: the ``S x B`` (window, sample) rows are decoded in chunks of as many rows as
         fit ``memory_budget`` (bytes, or a size such as ``"2GB"``: a bound on this process's
-        memory, :mod:`taylorformer.bounded_sampling`; ``None``: the resident memory plus half
+        memory, :mod:`taylorformer.models.bounded_sampling`; ``None``: the resident memory plus half
         of the available memory). The estimate per row comes from the model's caches; a
         budget with no room for one row is a SpecError. Every row draws from its own random
         stream, keyed by ``seed``, its window's id and its sample index, so the samples do
@@ -177,7 +177,7 @@ class AutoregressiveNP(NeuralProcess):
         streams, e.g. a forecast's window starts. ``progress`` (default: when stdout is a
         terminal and there is more than one chunk) shows a progress bar over the rows.
 
-        ``cache=True`` decodes incrementally (:mod:`taylorformer.decoding`: each step runs
+        ``cache=True`` decodes incrementally (:mod:`taylorformer.models.decoding`: each step runs
         one token per layer against cached keys/values, one compiled loop, traced once per
         context and target length whatever the number of windows and samples); an error names
         the missing methods of an encoder or wrapper without them; ``cache=False`` runs
@@ -200,7 +200,7 @@ class AutoregressiveNP(NeuralProcess):
         if cache and missing:
             raise SpecError("sample: " + "; ".join(f"{part} has no cached decoding (missing {', '.join(m)})"
                                                    for part, m in missing)
-                            + " (see taylorformer.decoding): sample with cache=False")
+                            + " (see taylorformer.models.decoding): sample with cache=False")
         cache = not missing if cache is None else cache
         budget = bounded_sampling.resolve_budget(memory_budget)
         # the target values are never read: a NaN (unknown) target is still drawn
@@ -251,7 +251,7 @@ class AutoregressiveNP(NeuralProcess):
         return tf.constant(ids, tf.int64)
 
     def _estimated_row_bytes(self, batch, cache):
-        """:func:`taylorformer.bounded_sampling.row_bytes`, remembered per shape."""
+        """:func:`taylorformer.models.bounded_sampling.row_bytes`, remembered per shape."""
         key = (cache,) + tuple((k, tuple(v.shape[1:])) for k, v in sorted(batch.items()))
         if key not in self._row_bytes:
             self._row_bytes[key] = bounded_sampling.row_bytes(self, batch, cache)

@@ -26,7 +26,7 @@ from taylorformer import components, registry, tf_compat
 from taylorformer.checks import MAX_PARAMETERS
 from taylorformer.batch import append_observed_flags, fully_observed, validate_batch, with_masks
 from taylorformer.errors import BatchError, SpecError
-from taylorformer.layers import MLP
+from taylorformer.models.layers import MLP
 from taylorformer.models.fitting import FitMixin
 from taylorformer.spec import resolve_spec
 

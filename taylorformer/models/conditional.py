@@ -1,7 +1,7 @@
 """ConditionalNP: targets independent given the context (CNP, TNP-D, TE-TNP, BSA-TNP)."""
 import keras
 
-from taylorformer.inference import with_unknown_targets
+from taylorformer.models.inference import with_unknown_targets
 from taylorformer.models.base import NeuralProcess
 
 

@@ -28,8 +28,8 @@ import tensorflow as tf
 
 from taylorformer.batch import observed_tasks, with_masks
 from taylorformer.errors import SpecError
-from taylorformer.inference import loglik
-from taylorformer.target_order import permute_targets
+from taylorformer.models.inference import loglik
+from taylorformer.models.target_order import permute_targets
 
 
 class MeanWithStderr(keras.metrics.Metric):

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from taylorformer.batch import with_masks, with_targets
 from taylorformer.checks import check_int
-from taylorformer.inference import predict
+from taylorformer.models.inference import predict
 
 #: 95% central interval of a Gaussian
 Z95 = 1.96

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from taylorformer.batch import with_masks, with_targets
 from taylorformer.checks import check_int
-from taylorformer.inference import predict
+from taylorformer.models.inference import predict
 from taylorformer.pixel_grid import pixel_coordinates, pixel_indices
 
 #: RGB of pixels a panel has no value for (not in the context / not observed): a muted

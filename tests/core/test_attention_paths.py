@@ -557,7 +557,7 @@ def test_attend_blocks_matches_reference():
 def test_attend_cache_matches_the_layer_call():
     """Attention.attend_cache on a KeyValueCache (a main block and a recent block, settled
     as sampling does) gives the layer's own call on the keys written so far, with a key mask."""
-    from taylorformer import decoding
+    from taylorformer.models import decoding
 
     rng = np.random.default_rng(8)
     layer = Attention(output_dim=4, num_heads=H, head_dim=D)

@@ -7,7 +7,7 @@ import tensorflow as tf
 import taylorformer as tfm
 from taylorformer.evaluation import order_consistency as consistency
 from taylorformer.evaluation import summarize_consistency
-from taylorformer.target_order import permute_targets
+from taylorformer.models.target_order import permute_targets
 from taylorformer.errors import SpecError
 
 SMALL_TF = {"encoder": {"layers": 2, "width": 16, "num_heads": 2, "head_dim": 4, "enc_dim": 8,

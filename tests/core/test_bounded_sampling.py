@@ -12,9 +12,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import taylorformer as tfm
-from taylorformer import bounded_sampling
+from taylorformer.models import bounded_sampling
 from taylorformer.errors import SpecError
-from taylorformer.inference import predict
+from taylorformer.models.inference import predict
 
 tfd = tfp.distributions
 TINY_TF = {"encoder": {"layers": 2, "width": 8, "num_heads": 2, "head_dim": 4, "enc_dim": 4,

@@ -9,9 +9,10 @@ import pytest
 import tensorflow as tf
 
 import taylorformer as tfm
-from taylorformer import attention, decoding
+from taylorformer import attention
+from taylorformer.models import decoding
 from taylorformer.errors import SpecError
-from taylorformer.target_order import gather_targets, tile_batch
+from taylorformer.models.target_order import gather_targets, tile_batch
 
 TINY_TF = {"encoder": {"layers": 2, "width": 8, "num_heads": 2, "head_dim": 4, "enc_dim": 4,
                        "dropout": 0.0}, "head": {"width": 8}}

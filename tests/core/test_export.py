@@ -18,7 +18,7 @@ from taylorformer import training
 from taylorformer.cli import main
 from taylorformer.errors import ExportError, SpecError
 from taylorformer.export import export_model
-from taylorformer.inference import predict
+from taylorformer.models.inference import predict
 from taylorformer.models import build_model
 from taylorformer.query import predict_query
 from taylorformer.runs import load_run

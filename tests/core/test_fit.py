@@ -13,7 +13,7 @@ import tensorflow as tf
 import taylorformer as tfm
 from taylorformer import training
 from taylorformer.errors import SpecError
-from taylorformer.target_order import permute_targets
+from taylorformer.models.target_order import permute_targets
 from taylorformer.task import make_task
 
 TINY = {"tnp-d": {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},

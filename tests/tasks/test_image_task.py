@@ -305,7 +305,7 @@ def test_fit_evaluate_and_plot_on_the_digits(files):
 
     import taylorformer as tfm
     from taylorformer.evaluation import evaluate
-    from taylorformer.inference import predict
+    from taylorformer.models.inference import predict
     from taylorformer.plotting.images import MASK_COLOUR
 
     task = make_task("image", {"source": str(files / "digits.npy"), "context_fraction": [0.0, 0.25],

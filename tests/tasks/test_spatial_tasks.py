@@ -4,7 +4,7 @@ import pytest
 
 from taylorformer import registry
 from taylorformer.models import build_model
-from taylorformer.inference import loglik, predict
+from taylorformer.models.inference import loglik, predict
 from taylorformer.tasks.gaussian_process import gp_posterior_loglik
 from taylorformer.tasks.sir import SIRTask, simulate_sir, sir_offsets
 from taylorformer.tasks.spatial_gp import GP2DTask

@@ -36,7 +36,7 @@ import typing
 
 import tensorflow as tf
 
-from taylorformer.target_order import TARGET_KEYS
+from taylorformer.models.target_order import TARGET_KEYS
 
 #: the methods of the protocol above
 ENCODER_METHODS = ("start_cache", "cached_query", "cached_append")

@@ -2,8 +2,8 @@
 import tensorflow as tf
 
 from taylorformer.batch import with_masks
-from taylorformer.bounded_sampling import independent_samples
-from taylorformer.target_order import seed_pair
+from taylorformer.models.bounded_sampling import independent_samples
+from taylorformer.models.target_order import seed_pair
 
 
 def with_unknown_targets(batch, dim_y):
@@ -51,7 +51,7 @@ def predict(model, batch, num_samples=0, seed=None, memory_budget=None, window_i
     step (``model.sample``), and mean/stddev are Monte Carlo estimates from them
     (``num_samples`` defaults to 50), since the teacher-forced conditionals would
     condition on the unknown ``yt``. Every (window, sample) draws from its own random
-    stream (:mod:`taylorformer.bounded_sampling`), keyed by ``seed`` and ``window_ids``
+    stream (:mod:`taylorformer.models.bounded_sampling`), keyed by ``seed`` and ``window_ids``
     (``[B]`` ints, default ``0 .. B-1``). ``memory_budget`` and ``progress`` go to
     :meth:`AutoregressiveNP.sample <taylorformer.models.AutoregressiveNP.sample>`
     (autoregressive samples in chunks that fit the budget, the same for a seed whatever

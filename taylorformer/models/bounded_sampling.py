@@ -2,7 +2,7 @@
 
 :meth:`taylorformer.models.AutoregressiveNP.sample` draws ``S`` joint paths for ``B``
 windows as ``S x B`` *rows* (one row = one (window, sample) pair). Every row holds its own
-key/value caches (:mod:`taylorformer.decoding`), so memory grows with ``S x B``; this
+key/value caches (:mod:`taylorformer.models.decoding`), so memory grows with ``S x B``; this
 module splits the rows into chunks that fit a memory budget and makes the draws
 independent of that split:
 
@@ -79,7 +79,7 @@ def _combine(key, value):
 
 def row_keys(seed, windows, samples):
     """uint64 keys ``[len(samples) * len(windows)]`` of the rows (sample-major, as
-    :func:`~taylorformer.target_order.tile_batch` lays them out) of ``windows`` (global
+    :func:`~taylorformer.models.target_order.tile_batch` lays them out) of ``windows`` (global
     window indices) x ``samples`` (sample indices), from ``seed`` (an int32 pair)."""
     seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
     base = _combine(_combine(_u64(0), seed[0]), seed[1])
@@ -272,7 +272,7 @@ def row_bytes(model, batch, cache):
     heads = _encoder_size(model, "num_heads", 8)
     if not cache:
         return int(SCORE_COPIES * _encoder_size(model, "layers", 4) * heads * (nc + nt) ** 2 * 4) + 1
-    from taylorformer import decoding
+    from taylorformer.models import decoding
     from taylorformer.batch import fully_observed
 
     one = {key: value[:1] for key, value in batch.items()}

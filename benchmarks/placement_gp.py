@@ -6,7 +6,7 @@ lengthscale ``--lengthscale``, scale 1, noise 0.05); each has ``--context`` obse
 points (x ~ U[-2, 2], y drawn from the GP), ``--candidates`` candidate inputs
 (x ~ U[-2, 2]) and a region of 64 grid points on [-2, 2]; ``--k`` points are chosen by
 
-* ``np-greedy``: :func:`taylorformer.placement.place` with the run's model and
+* ``np-greedy``: :func:`taylorformer.prediction.placement.place` with the run's model and
   ``--criterion`` (``variance``: the predictive mean as the pseudo-observation;
   ``region-mean``, for autoregressive models: ``--samples`` joint samples);
 * ``random``: ``k`` candidates uniformly without replacement (``--random-draws`` draws
@@ -36,7 +36,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from taylorformer.placement import place  # noqa: E402
+from taylorformer.prediction.placement import place  # noqa: E402
 from taylorformer.run_dir import RunDirectory  # noqa: E402
 from taylorformer.tasks.exact_gp_model import ExactGPModel, criterion_value, greedy_gp_placement  # noqa: E402
 

@@ -1,10 +1,10 @@
 """An exact GP behind a neural process's predictive interface, and the closed-form greedy
-sensor placement: the references of :mod:`taylorformer.placement`.
+sensor placement: the references of :mod:`taylorformer.prediction.placement`.
 
 A GP's posterior covariance does not depend on the observed values, so the greedy choice
 (each step: the candidate that leaves the least variance over the region) is computed
 here directly from the kernel (:func:`greedy_gp_placement`), with no pseudo-observation
-and no sample. :class:`ExactGPModel` answers what :func:`taylorformer.placement.place`
+and no sample. :class:`ExactGPModel` answers what :func:`taylorformer.prediction.placement.place`
 asks of a model (``dim_x``, ``dim_y``, ``causal``, ``compiled_distribution``,
 ``sample``) with the exact posterior of :mod:`taylorformer.tasks.gaussian_process`, so
 ``place`` run on it must reproduce the closed-form choice.

@@ -51,6 +51,9 @@ _LAZY = {
     "Trainer": "taylorformer.training",
     "TrainConfig": "taylorformer.training",
     "replicate": "taylorformer.replication",
+    "place": "taylorformer.prediction.placement",
+    "export_model": "taylorformer.prediction.export",
+    "export_run": "taylorformer.prediction.export",
 }
 
 __all__ = ["registry", "hookimpl", "__version__", "PLUGIN_API_VERSION", *_LAZY]

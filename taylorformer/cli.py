@@ -272,12 +272,12 @@ def _cmd_predict(args):
     return 0
 
 
-#: ``taylorformer place --criterion`` (:data:`taylorformer.placement.CRITERIA`)
+#: ``taylorformer place --criterion`` (:data:`taylorformer.prediction.placement.CRITERIA`)
 PLACEMENT_CRITERIA = ("variance", "region-mean", "region-total")
 
 
 def _cmd_place(args):
-    from taylorformer import placement
+    from taylorformer.prediction import placement
 
     given = {k: v for k, v in (("num_samples", args.samples), ("max_points", args.max_points)) if v is not None}
     result = placement.place_run(args.run_dir, args.candidates, args.output, context=args.context,
@@ -293,7 +293,7 @@ def _cmd_place(args):
 
 
 def _cmd_export(args):
-    from taylorformer import export
+    from taylorformer.prediction import export
 
     output = export.export_run(args.run_dir, args.output, checkpoint=args.checkpoint)
     print(f"SavedModel written to {output} (signatures serving_default(xc, yc, xt) and "
@@ -560,7 +560,7 @@ def build_parser():
     p.add_argument("--k", type=positive_int, required=True, metavar="N", help="locations to choose")
     p.add_argument("--output", required=True, metavar="FILE", help="where to write the chosen locations")
     p.add_argument("--plot", metavar="PNG", help="draw the map here")
-    # taylorformer.placement's CRITERIA and defaults, spelled out: --help imports no NumPy
+    # taylorformer.prediction.placement's CRITERIA and defaults, spelled out: --help imports no NumPy
     p.add_argument("--criterion", choices=PLACEMENT_CRITERIA, default="variance",
                    help="what to reduce (default variance; see below)")
     p.add_argument("--pseudo-draws", type=non_negative_int, default=0, metavar="M",

@@ -14,7 +14,8 @@ import os
 
 import numpy as np
 
-from taylorformer import calibration, registry
+from taylorformer import registry
+from taylorformer.prediction import calibration
 from taylorformer.models.bounded_sampling import parse_memory
 from taylorformer.checks import check_choice, check_int, check_memory, check_number
 from taylorformer.errors import (BatchError, RunDirectoryError, SpecError, TaskError, TaylorformerError,
@@ -182,13 +183,13 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
                 recalibration=True):
     """Predict with a run's model at the inputs of the file ``inputs`` given the context
     (in ``inputs`` or the file ``context``) and write them to ``output``
-    (:mod:`taylorformer.query` has the formats); returns ``(output, number of points)``.
+    (:mod:`taylorformer.prediction.query` has the formats); returns ``(output, number of points)``.
     Needs only the run's model, never its task's data. With ``recalibration`` (default),
     the run's stored spread scale of ``checkpoint`` (``RUN_DIR/calibration.json``, from
     ``evaluate --recalibrate``), if any, is applied and written as ``spread_scale``
-    (:func:`taylorformer.calibration.apply_spread_scale`)."""
+    (:func:`taylorformer.prediction.calibration.apply_spread_scale`)."""
     from taylorformer.checks import check_bool
-    from taylorformer.query import DEFAULT_LEVELS, check_format, predict_query, read_query, write_predictions
+    from taylorformer.prediction.query import DEFAULT_LEVELS, check_format, predict_query, read_query, write_predictions
 
     check_choice("run", "checkpoint", checkpoint, ("best", "model"))
     check_bool("predict", "recalibration", recalibration)
@@ -231,9 +232,9 @@ def check_predict_memory(query, levels, num_samples):
 def calibrate_run(run_dir, task=None, task_config=None, split="test", checkpoint="best",
                   batch_size=None, num_batches=None, num_samples=calibration.DEFAULT_SAMPLES,
                   teacher_forced=False, recalibrate=False, use_stored=True, plot=None, seed=0):
-    """Calibration report of a run on ``split`` (:func:`taylorformer.calibration.summarize`
+    """Calibration report of a run on ``split`` (:func:`taylorformer.prediction.calibration.summarize`
     plus ``mode``, ``split``, ``units``). With ``recalibrate``: fit a spread scale on the
-    ``val`` split, store it (:func:`taylorformer.calibration.save_recalibration`) and add
+    ``val`` split, store it (:func:`taylorformer.prediction.calibration.save_recalibration`) and add
     ``recalibrated`` (the report on ``split`` with it applied, and the fit's ``scale``,
     ``criterion`` and validation before/after); otherwise, with ``use_stored``, ``recalibrated`` for the stored one, if any. ``plot``:
     a PNG path for :func:`taylorformer.plotting.calibration.plot_calibration`."""

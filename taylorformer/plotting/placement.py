@@ -1,4 +1,4 @@
-"""The map of a sensor placement (:class:`taylorformer.placement.Placement`).
+"""The map of a sensor placement (:class:`taylorformer.prediction.placement.Placement`).
 
 1-D inputs: the predictive variance over the region before and after the chosen points,
 the context, the candidates and the chosen points numbered in order. 2-D (and more: the

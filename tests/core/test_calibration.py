@@ -1,4 +1,4 @@
-"""Calibration (``taylorformer.calibration``): PIT of draws from the predictive is uniform,
+"""Calibration (``taylorformer.prediction.calibration``): PIT of draws from the predictive is uniform,
 closed-form CRPS equals the draws' estimate and numeric integration, a correctly
 specified predictive covers at the nominal rate, spread-scale recalibration recovers a
 known under-dispersion, and a recalibrated ``predict`` is the manual scaling."""
@@ -12,7 +12,7 @@ import tensorflow_probability as tfp
 from matplotlib.figure import Figure
 from scipy import integrate, stats
 
-from taylorformer import calibration as cal
+from taylorformer.prediction import calibration as cal
 from taylorformer import cli
 from taylorformer.errors import RunDirectoryError, SpecError
 from taylorformer.plotting.calibration import plot_calibration

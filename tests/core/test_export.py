@@ -17,10 +17,10 @@ import pytest
 from taylorformer import training
 from taylorformer.cli import main
 from taylorformer.errors import ExportError, SpecError
-from taylorformer.export import export_model
+from taylorformer.prediction.export import export_model
 from taylorformer.models.inference import predict
 from taylorformer.models import build_model
-from taylorformer.query import predict_query
+from taylorformer.prediction.query import predict_query
 from taylorformer.runs import load_run
 
 LAYERS = {"encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}, "head": {"width": 16}}
@@ -234,7 +234,7 @@ def test_other_conditional_models_export(spec, tmp_path):
 
 
 def test_tasks_with_feature_groups_are_refused():
-    from taylorformer.export import task_refusal
+    from taylorformer.prediction.export import task_refusal
     from taylorformer.task import make_task
 
     assert "['sc', 'st']" in task_refusal(make_task("generic-spatial"))

@@ -1,4 +1,4 @@
-"""Sensor placement (``taylorformer.placement``, ``taylorformer place``): on an exact GP the
+"""Sensor placement (``taylorformer.prediction.placement``, ``taylorformer place``): on an exact GP the
 greedy choice equals the closed-form greedy one (its posterior variance does not depend on
 the values observed); candidates are scored in batches, not one model call each; masked
 context slots and chunking change nothing; files round-trip; bad input is one error line."""
@@ -9,7 +9,7 @@ import pytest
 from taylorformer.cli import main
 from taylorformer.errors import BatchError, SpecError
 from taylorformer.models import build_model
-from taylorformer.placement import place, write_placement
+from taylorformer.prediction.placement import place, write_placement
 from taylorformer.tasks.exact_gp_model import ExactGPModel, greedy_gp_placement
 
 TINY = {"encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}, "head": {"width": 16}}
@@ -216,7 +216,8 @@ def test_cli_reads_the_context_from_an_npz_candidates_file(run_2d, tmp_path, cap
 
 
 def test_cli_spells_out_the_criteria_and_defaults_of_the_module(capsys):
-    from taylorformer import cli, placement
+    from taylorformer import cli
+    from taylorformer.prediction import placement
 
     assert cli.PLACEMENT_CRITERIA == placement.CRITERIA
     with pytest.raises(SystemExit):

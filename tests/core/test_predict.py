@@ -1,4 +1,4 @@
-"""Predictions for new inputs (``taylorformer.query``, ``taylorformer predict``): chunked
+"""Predictions for new inputs (``taylorformer.prediction.query``, ``taylorformer predict``): chunked
 predictions equal one dense forward pass, quantiles are the Gaussian's, every file format
 round-trips, bad files give one-line errors naming the file and the field."""
 import numpy as np
@@ -9,7 +9,7 @@ from scipy import stats
 from taylorformer.cli import main
 from taylorformer.errors import BatchError
 from taylorformer.models import build_model
-from taylorformer.query import predict_query, read_query
+from taylorformer.prediction.query import predict_query, read_query
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
         "head": {"width": 16}, "dim_x": 2, "dim_y": 2}

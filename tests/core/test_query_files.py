@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from taylorformer.cli import main
 from taylorformer.errors import BatchError
 from taylorformer.models import build_model
-from taylorformer.query import predict_query, read_query
+from taylorformer.prediction.query import predict_query, read_query
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

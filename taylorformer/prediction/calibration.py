@@ -370,7 +370,7 @@ def fit_spread_scale(marginals):
 
 
 def apply_spread_scale(result, scale):
-    """A :func:`taylorformer.query.predict_query` result with the spread scale ``scale [Dy]``
+    """A :func:`taylorformer.prediction.query.predict_query` result with the spread scale ``scale [Dy]``
     applied about its ``mean``: ``stddev * s``, ``quantiles`` and ``samples`` moved to
     ``mean + s (x - mean)``; ``spread_scale [Dy]`` records it. Exact for any continuous
     predictive (an affine map keeps quantiles quantiles)."""

@@ -33,7 +33,7 @@ The result (:class:`Placement`) has the locations in order with their acquisitio
 (the reduction of the criterion) and the criterion left after each; its per-point region
 variances before and after placement draw the map
 (:func:`taylorformer.plotting.placement.plot_placement`). :func:`place_run` is ``taylorformer
-place``: files as ``taylorformer predict`` reads them (:mod:`taylorformer.query`).
+place``: files as ``taylorformer predict`` reads them (:mod:`taylorformer.prediction.query`).
 """
 import dataclasses
 import os
@@ -151,7 +151,7 @@ def _place_by_variance(model, candidates, xc, yc, region, k, pseudo_draws, num_s
                        seed, bar):
     """Greedy choice by the summed predictive variance over ``region`` with
     pseudo-observations (see the module docstring)."""
-    from taylorformer.query import predict_query
+    from taylorformer.prediction.query import predict_query
 
     nc, dim_y = len(xc), yc.shape[1]
     # k unobserved slots (NaN outputs) after the context, filled one per step: one shape
@@ -311,7 +311,7 @@ def write_placement(path, placement):
     """Write ``placement`` to ``path``: ``.csv`` (its table), ``.npz`` (arrays ``x [k, Dx]``,
     ``order``, ``candidate``, ``acquisition``, ``remaining``, ``initial``) or ``.nc`` (the
     same over dimensions ``rank`` and ``input``). Written to a temporary file, then renamed."""
-    from taylorformer.query import check_format
+    from taylorformer.prediction.query import check_format
     from taylorformer.run_dir import atomic_path
 
     ext = check_format(path, (".npz", ".nc", ".csv"))
@@ -353,8 +353,8 @@ def _check_writable(path, what, reads, run_dir):
 
 def read_points(path, x_columns=None):
     """The inputs ``[N, Dx]`` of a file as ``taylorformer predict`` reads its ``--input``
-    (:func:`taylorformer.query.read_inputs`); one task."""
-    from taylorformer.query import read_inputs
+    (:func:`taylorformer.prediction.query.read_inputs`); one task."""
+    from taylorformer.prediction.query import read_inputs
 
     xt = read_inputs(path, x_columns=x_columns)
     return _points("xt", xt, xt.shape[-1], where=path)
@@ -370,7 +370,7 @@ def place_run(run_dir, candidates, output, context=None, region=None, k=1, crite
     ``plot``. Files are read as ``taylorformer predict`` reads them; ``region``: a file of
     inputs where the uncertainty counts (default the candidates). Never writes over a file
     it reads or a file of the run. Returns the :class:`Placement`."""
-    from taylorformer import query as q
+    from taylorformer.prediction import query as q
     from taylorformer.run_dir import RunDirectory, atomic_path
 
     check_choice("run", "checkpoint", checkpoint, ("best", "model"))

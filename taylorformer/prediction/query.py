@@ -320,7 +320,7 @@ def _frame(arrays, path):
     if len(columns) != expected:  # two levels printing alike (0.1, 0.1000001) would share a column
         raise BatchError(f"{path}: quantile levels {list(arrays['levels'])} do not give distinct CSV "
                          "columns q<level> (6 significant digits); give distinct levels")
-    if "spread_scale" in arrays:  # a recalibrated prediction (taylorformer.calibration)
+    if "spread_scale" in arrays:  # a recalibrated prediction (taylorformer.prediction.calibration)
         columns.update({f"spread_scale_{y}": s for y, s in zip(ys, arrays["spread_scale"])})
     return pd.DataFrame(columns)
 

@@ -40,7 +40,7 @@ def main():
     parser.add_argument("--out", default="runs/compare")
     args = parser.parse_args()
 
-    from taylorformer import runs, training
+    from taylorformer.workflow import runs, training
     from taylorformer.spec import deep_merge
 
     task_config = json.loads(args.task_config)

@@ -105,7 +105,8 @@ def child_train(xla, repeats, tile=None, batch_size=8, nc=512, nt=1024):
     """One step of the library's trainer (``Trainer.compiled_step``: loss, gradients, clipping at
     0.5, AdamW at 1e-4) on a fixed random batch."""
     np, tf, _ = _setup()
-    from taylorformer import registry, training
+    from taylorformer import registry
+    from taylorformer.workflow import training
 
     spec = {"preset": "bsa-tnp",
             "encoder": {"attention": _attention("dense" if tile == 0 else "tiled", tile)}}

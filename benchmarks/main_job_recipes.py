@@ -31,7 +31,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
 
-    from taylorformer import training
+    from taylorformer.workflow import training
     from taylorformer.task import make_task
 
     task = make_task("gp")

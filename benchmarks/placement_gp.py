@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from taylorformer.prediction.placement import place  # noqa: E402
-from taylorformer.run_dir import RunDirectory  # noqa: E402
+from taylorformer.workflow.run_dir import RunDirectory  # noqa: E402
 from taylorformer.tasks.exact_gp_model import ExactGPModel, criterion_value, greedy_gp_placement  # noqa: E402
 
 

@@ -33,7 +33,8 @@ def main():
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    from taylorformer import registry, training
+    from taylorformer import registry
+    from taylorformer.workflow import training
 
     task = registry.get("task", args.task)()
     cfg = training.TrainConfig(batch_size=args.batch, learning_rate=1e-4, jit_compile=True)

@@ -26,7 +26,8 @@ import time
 def run_config(args, model_name, xla):
     import tensorflow as tf
 
-    from taylorformer import registry, training
+    from taylorformer import registry
+    from taylorformer.workflow import training
 
     task = registry.get("task", "gp-te-tnp")()
     cfg = training.TrainConfig(batch_size=args.batch_size, learning_rate=5e-4, weight_decay=1e-4,

@@ -23,7 +23,7 @@ def run_config(args, xla):
     import numpy as np
     import tensorflow as tf
 
-    from taylorformer import training
+    from taylorformer.workflow import training
     from taylorformer.task import make_task
 
     task = make_task(args.task)

@@ -12,7 +12,7 @@ Each function returns a task object that trains and evaluates like a registered 
 
 A task holding in-memory data (a DataFrame, arrays, an xarray object) cannot be rebuilt
 from a run directory: pass the same object again to evaluate or plot the run
-(:mod:`taylorformer.runs`). A task from a file path (``from_xarray("file.nc")``) is
+(:mod:`taylorformer.workflow.runs`). A task from a file path (``from_xarray("file.nc")``) is
 recorded by its registered name and config like any other.
 """
 import warnings

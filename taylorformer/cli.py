@@ -170,7 +170,7 @@ def _print_json(result):
 
 
 def _cmd_train(args):
-    from taylorformer import runs, training
+    from taylorformer.workflow import runs, training
 
     verbose = 1 if sys.stdout.isatty() else 2  # no progress-bar escape codes in log files
     options = {"batch_size": args.batch_size, "learning_rate": args.lr, "schedule": args.schedule,
@@ -209,7 +209,7 @@ def _cmd_train(args):
 
 
 def _cmd_evaluate(args):
-    from taylorformer import runs
+    from taylorformer.workflow import runs
 
     result = runs.evaluate_run(args.run_dir, task=args.task,
                                task_config=_json_arg(args.task_config, "--task-config"),
@@ -247,7 +247,7 @@ def _terminate_as_interrupt():
 
 
 def _cmd_plot(args):
-    from taylorformer import runs
+    from taylorformer.workflow import runs
 
     with _terminate_as_interrupt():
         path = runs.plot_run(args.run_dir, out=args.out, task=args.task,
@@ -259,7 +259,7 @@ def _cmd_plot(args):
 
 
 def _cmd_predict(args):
-    from taylorformer import runs
+    from taylorformer.workflow import runs
 
     with _terminate_as_interrupt():
         output, n = runs.predict_run(args.run_dir, args.input, args.output, context=args.context,

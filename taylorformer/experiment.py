@@ -25,7 +25,7 @@ OWNER = "experiment"
 @dataclasses.dataclass(frozen=True)
 class Training:
     """The paper's training protocol. ``optimizer`` ``adam`` is AdamW with weight decay 0;
-    ``clip_norm`` is a global-norm clip (what :class:`taylorformer.training.TrainConfig`
+    ``clip_norm`` is a global-norm clip (what :class:`taylorformer.workflow.training.TrainConfig`
     offers; a paper's value clipping is recorded in the row's notes); ``schedule``
     ``cosine`` decays from ``learning_rate`` to ``min_learning_rate`` at ``steps``;
     ``num_permutations``: random target orders per task and step (autoregressive models);

@@ -18,7 +18,7 @@ third-party plugin adds rows the same way::
         register_rows(register, MY_ROWS)
 
 :func:`replicate` trains a row into a run directory (through
-:func:`taylorformer.training.train`; calling it again with the same ``out`` resumes or
+:func:`taylorformer.workflow.training.train`; calling it again with the same ``out`` resumes or
 finishes that run), evaluates exactly the row's protocol, and appends one line to a
 results CSV (:data:`RESULT_COLUMNS`, written atomically). Rows that share ``run`` (e.g. the
 NLL and the MSE of one forecasting model) share one training run. :func:`list_rows` gives
@@ -50,7 +50,7 @@ from taylorformer.errors import RunDirectoryError, SpecError, TaylorformerError
 from taylorformer.experiment import (  # noqa: F401 - the rows' records, re-exported for plugins
     METRICS, OPTIMIZERS, OWNER, SCHEDULES, Evaluation, Row, SmallBudget, Training, format_value,
     register_rows)
-from taylorformer.run_dir import RunDirectory, atomic_write_text
+from taylorformer.workflow.run_dir import RunDirectory, atomic_write_text
 from taylorformer.spec import deep_merge
 
 BUDGETS = ("paper", "small")
@@ -94,7 +94,7 @@ def budget_steps(row, budget):
 
 
 def train_options(row, steps, paper_budget):
-    """:func:`taylorformer.training.train` options of ``row`` trained for ``steps``. The
+    """:func:`taylorformer.workflow.training.train` options of ``row`` trained for ``steps``. The
     warm-up scales with ``steps``; the cosine schedule decays over ``steps``. Outside the
     paper budget a run validates at most :data:`SMALL_VALIDATIONS` times, at least
     :data:`MIN_VALIDATION_GAP` steps apart, on at most :data:`SMALL_VAL_BATCHES` batches (one
@@ -369,7 +369,8 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     paper's protocol, for a smaller device or a smoke test: they are recorded in the command.
     The record is appended to the CSV ``results`` (None: not recorded).
     """
-    from taylorformer import __version__, runs, training
+    from taylorformer import __version__
+    from taylorformer.workflow import runs, training
 
     row = get_row(row_id)
     label, steps = budget_steps(row, budget)

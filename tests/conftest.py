@@ -47,7 +47,7 @@ def _no_xla_unless_asked(monkeypatch):
     """Training runs in tests use XLA only where a test asks for it (``jit_compile=True``):
     compiling the train and eval steps of every short run would double the suite's time.
     The ``"auto"`` rule itself is tested in ``tests/core/test_training.py``."""
-    from taylorformer import training
+    from taylorformer.workflow import training
 
     rule = training.resolve_jit_compile
     monkeypatch.setattr(training, "resolve_jit_compile",

@@ -46,7 +46,7 @@ def main():
     if unknown:
         parser.error(f"unknown recipe(s) {unknown}; choose from {list(RECIPES)}")
 
-    from taylorformer import runs, training
+    from taylorformer.workflow import runs, training
 
     for name in names:
         for seed in (int(s) for s in args.seeds.split(",")):

@@ -1,7 +1,7 @@
 """Calibration plot: PIT histogram and reliability diagram of a calibration report.
 
 Draws a report of :func:`taylorformer.prediction.calibration.summarize` (or
-:func:`~taylorformer.runs.calibrate_run`, whose ``recalibrated`` part is drawn
+:func:`~taylorformer.workflow.runs.calibrate_run`, whose ``recalibrated`` part is drawn
 beside the raw one) with matplotlib's object-oriented API, so the user's backend and
 pyplot state are left alone::
 

@@ -245,10 +245,10 @@ def export_model(model, output, normaliser=None, extra=None):
 
 def export_run(run_dir, output, checkpoint="best", task=None, task_config=None):
     """Export the model of a run (``checkpoint`` ``best`` or ``model``) with its task's
-    normaliser (:func:`task_normaliser`; ``task``: as in :func:`taylorformer.runs.load_run`)
+    normaliser (:func:`task_normaliser`; ``task``: as in :func:`taylorformer.workflow.runs.load_run`)
     to ``output``, a new or empty directory outside the run; returns ``output``."""
-    from taylorformer.run_dir import RunDirectory
-    from taylorformer.runs import _task_label, load_run
+    from taylorformer.workflow.run_dir import RunDirectory
+    from taylorformer.workflow.runs import _task_label, load_run
 
     check_choice("export", "checkpoint", checkpoint, ("best", "model"))
     check_output_dir(output, protect=[run_dir])

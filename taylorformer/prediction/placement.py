@@ -312,7 +312,7 @@ def write_placement(path, placement):
     ``order``, ``candidate``, ``acquisition``, ``remaining``, ``initial``) or ``.nc`` (the
     same over dimensions ``rank`` and ``input``). Written to a temporary file, then renamed."""
     from taylorformer.prediction.query import check_format
-    from taylorformer.run_dir import atomic_path
+    from taylorformer.workflow.run_dir import atomic_path
 
     ext = check_format(path, (".npz", ".nc", ".csv"))
     table = placement.table
@@ -337,7 +337,7 @@ def write_placement(path, placement):
 
 def _check_writable(path, what, reads, run_dir):
     """Refuse to write ``path`` over a file this command reads or a file of the run."""
-    from taylorformer.run_dir import RUN_FILES
+    from taylorformer.workflow.run_dir import RUN_FILES
 
     real = os.path.realpath(path)
     for read in reads:
@@ -371,7 +371,7 @@ def place_run(run_dir, candidates, output, context=None, region=None, k=1, crite
     inputs where the uncertainty counts (default the candidates). Never writes over a file
     it reads or a file of the run. Returns the :class:`Placement`."""
     from taylorformer.prediction import query as q
-    from taylorformer.run_dir import RunDirectory, atomic_path
+    from taylorformer.workflow.run_dir import RunDirectory, atomic_path
 
     check_choice("run", "checkpoint", checkpoint, ("best", "model"))
     q.check_format(output, (".npz", ".nc", ".csv"))  # bad output names fail before any work

@@ -283,7 +283,7 @@ def write_predictions(path, query, result):
     ``q<level>_y*``, ``sample<k>_y*`` per output). A recalibrated result's ``spread_scale
     [Dy]`` is written too (``.csv``: a ``spread_scale_y*`` column per output). Written to a
     temporary file, then renamed."""
-    from taylorformer.run_dir import atomic_path
+    from taylorformer.workflow.run_dir import atomic_path
 
     ext = check_format(path, (".npz", ".nc", ".csv"))
     arrays = {"xt": query["xt"], **result}

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 import taylorformer as tfm
-from taylorformer.evaluation import order_consistency as consistency
-from taylorformer.evaluation import summarize_consistency
+from taylorformer.workflow.evaluation import order_consistency as consistency
+from taylorformer.workflow.evaluation import summarize_consistency
 from taylorformer.models.target_order import permute_targets
 from taylorformer.errors import SpecError
 

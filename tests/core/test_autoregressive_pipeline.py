@@ -4,9 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from taylorformer import cli, training
+from taylorformer import cli
+from taylorformer.workflow import training
 from taylorformer.errors import SpecError
-from taylorformer.evaluation import sample_metrics
+from taylorformer.workflow.evaluation import sample_metrics
 
 TINY_AR = {"preset": "taylorformer", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}}
 TASK = {"num_context": [3, 8], "num_target": 6}

@@ -311,7 +311,8 @@ CLI_EXAMPLES = {"bad numbers": 120, "unknown names": 40, "bad JSON/YAML": 60, "m
 
 @pytest.mark.parametrize("category", sorted(CLI_EXAMPLES))
 def test_cli_never_prints_a_traceback(category, tmp_path, capsys, monkeypatch):
-    from taylorformer import cli, training
+    from taylorformer import cli
+    from taylorformer.workflow import training
 
     def fit(*args, **kwargs):
         raise AssertionError("a generated case reached training")

@@ -197,7 +197,7 @@ def test_forecasts_are_the_same_whatever_the_budget_and_the_other_windows(tmp_pa
 
 
 def test_evaluate_samples_do_not_depend_on_the_batch_size(tmp_path):
-    from taylorformer.evaluation import evaluate
+    from taylorformer.workflow.evaluation import evaluate
 
     task, model = _series_task(tmp_path), model_of("taylorformer")
     one = evaluate(model, task, batch_size=4, num_batches=1, num_samples=3, memory_budget="1TB")

@@ -208,7 +208,7 @@ def test_plot_has_the_pit_histogram_and_the_reliability_curve():
 def run(tmp_path_factory):
     """A run directory as training leaves it (spec, config, best.keras), of an untrained model."""
     from taylorformer.models import build_model
-    from taylorformer.run_dir import RunDirectory
+    from taylorformer.workflow.run_dir import RunDirectory
 
     out = tmp_path_factory.mktemp("cal") / "run"
     out.mkdir()

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from taylorformer import cli, runs, training
+from taylorformer import cli
+from taylorformer.workflow import runs, training
 
 FIT = training.Trainer.fit
 

@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from taylorformer import training
+from taylorformer.workflow import training
 from taylorformer.cli import main
 from taylorformer.errors import ExportError, SpecError
 from taylorformer.prediction.export import export_model
 from taylorformer.models.inference import predict
 from taylorformer.models import build_model
 from taylorformer.prediction.query import predict_query
-from taylorformer.runs import load_run
+from taylorformer.workflow.runs import load_run
 
 LAYERS = {"encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}, "head": {"width": 16}}
 TINY = {"preset": "tnp-d", **LAYERS}

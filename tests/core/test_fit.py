@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import taylorformer as tfm
-from taylorformer import training
+from taylorformer.workflow import training
 from taylorformer.errors import SpecError
 from taylorformer.models.target_order import permute_targets
 from taylorformer.task import make_task

@@ -11,8 +11,8 @@ import pytest
 import taylorformer as tfm
 from taylorformer import cli
 from taylorformer.errors import TaskError
-from taylorformer.evaluation import evaluate
-from taylorformer.runs import load_run
+from taylorformer.workflow.evaluation import evaluate
+from taylorformer.workflow.runs import load_run
 from taylorformer.tasks import from_dataframe
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},

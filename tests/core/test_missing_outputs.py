@@ -14,7 +14,7 @@ import taylorformer as tfm
 from taylorformer import registry
 from taylorformer.batch import fully_observed, with_masks
 from taylorformer.errors import SpecError
-from taylorformer.evaluation import batch_metrics
+from taylorformer.workflow.evaluation import batch_metrics
 from taylorformer.spec import resolve_spec
 
 PRESETS = registry.names("model")

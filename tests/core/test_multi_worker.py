@@ -14,7 +14,7 @@ TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2,
 TASK = {"num_context": [3, 10], "num_target": 10}
 WORKER = """
 import json, sys
-from taylorformer import training
+from taylorformer.workflow import training
 spec, task, out, strategy = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
 trainer = training.train(spec, "gp", task, out_dir=out, steps=4, batch_size=8, strategy=strategy,
                          val_every=2, val_batches=1, tensorboard=False, jit_compile=False,

@@ -23,7 +23,7 @@ def model_and_batch():
 
 
 def test_importing_and_plotting_never_change_the_backend():
-    code = ("import matplotlib; matplotlib.use('svg'); import taylorformer.plotting, taylorformer.runs, "
+    code = ("import matplotlib; matplotlib.use('svg'); import taylorformer.plotting, taylorformer.workflow.runs, "
             "taylorformer.prediction.calibration, taylorformer.plotting.calibration; "
             "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()")
     subprocess.run([sys.executable, "-c", code], check=True)

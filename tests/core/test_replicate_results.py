@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from taylorformer import cli, replication, runs, training
+from taylorformer import cli, replication
+from taylorformer.workflow import runs, training
 from taylorformer.errors import RunDirectoryError
 from taylorformer.replication import RESULT_COLUMNS
 

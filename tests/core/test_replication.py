@@ -4,7 +4,7 @@ The protocol tests hard-code the papers' numbers as read from the papers' text (
 the row definitions) and check the tasks' batches against them. The end-to-end tests run
 every row for 5 steps on a few evaluation tasks (the rows themselves are unchanged) and
 check the recorded value against an independent evaluation path
-(:func:`taylorformer.runs.evaluate_run`).
+(:func:`taylorformer.workflow.runs.evaluate_run`).
 """
 import csv
 import json
@@ -15,7 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from taylorformer import registry, replication, runs
+from taylorformer import registry, replication
+from taylorformer.workflow import runs
 from taylorformer.cli import main
 from taylorformer.errors import PluginLoadError, RunDirectoryError, SpecError
 from taylorformer.replication import Evaluation, Row, SmallBudget, Training
@@ -349,7 +350,7 @@ def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path):
 @pytest.mark.parametrize("row_ids", [("taylorformer-exchange-rate-96-mse", "taylorformer-exchange-rate-96-nll"),
                                      ("te-tnp-gp-shift-1",)], ids=["exchange-rate-96", "te-tnp-gp-shift-1"])
 def test_recorded_values_match_the_evaluation_module(row_ids, tmp_path):
-    """The value replicate records equals what taylorformer.evaluation computes on the same
+    """The value replicate records equals what taylorformer.workflow.evaluation computes on the same
     tasks (pooled MSE == mean per-task MSE here: every window has Nt points). The MSE and NLL
     rows of a horizon share one run: the second call only evaluates it."""
     out = str(tmp_path / "run")

@@ -10,9 +10,9 @@ import keras
 import numpy as np
 import pytest
 
-from taylorformer import training
+from taylorformer.workflow import training
 from taylorformer.errors import RunDirectoryError
-from taylorformer.run_dir import RunDirectory
+from taylorformer.workflow.run_dir import RunDirectory
 from taylorformer.task import make_task
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
@@ -112,7 +112,7 @@ KILLING = dict(batch_size=4, checkpoint_every=1, keep_checkpoints=2, schedule="c
                warmup_steps=0, tensorboard=False, jit_compile=False, verbose=0)
 KILLED = """
 import os, sys
-from taylorformer import training
+from taylorformer.workflow import training
 if os.path.exists(os.path.join(sys.argv[1], "config.json")):
     training.train(resume=sys.argv[1], verbose=0)
 else:

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from taylorformer import run_dir as run_dir_module
-from taylorformer import runs, training
+from taylorformer.workflow import run_dir as run_dir_module
+from taylorformer.workflow import runs, training
 from taylorformer.errors import RunDirectoryError
-from taylorformer.run_dir import RunDirectory
+from taylorformer.workflow.run_dir import RunDirectory
 from taylorformer.task import make_task
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},

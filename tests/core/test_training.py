@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taylorformer import cli, training
+from taylorformer import cli
+from taylorformer.workflow import training
 from taylorformer.errors import SpecError
-from taylorformer.training import resolve_jit_compile as JIT_RULE
+from taylorformer.workflow.training import resolve_jit_compile as JIT_RULE
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
         "head": {"width": 16}}
@@ -110,7 +111,7 @@ MIRRORED = textwrap.dedent('''
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from taylorformer import training
+    from taylorformer.workflow import training
     from taylorformer.task import make_task
 
     spec, task_cfg = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -223,7 +224,7 @@ def test_bad_train_values_fail_before_training_not_as_floating_point_errors(tmp_
     ({"num_batches": 1.5}, "num_batches"),
 ])
 def test_evaluate_run_checks_its_options_before_reading_the_run(tmp_path, options, key):
-    from taylorformer import runs
+    from taylorformer.workflow import runs
     value = next(iter(options.values()))
     with pytest.raises(SpecError, match=f"evaluate '{key}' .*got {value}"):
         runs.evaluate_run(str(tmp_path / "no-run-here"), **options)
@@ -232,13 +233,13 @@ def test_evaluate_run_checks_its_options_before_reading_the_run(tmp_path, option
 @pytest.mark.parametrize("options,key", [({"num_tasks": 0}, "num_tasks"),
                                          ({"num_samples": -1}, "num_samples")])
 def test_plot_run_checks_its_options(tmp_path, options, key):
-    from taylorformer import runs
+    from taylorformer.workflow import runs
     with pytest.raises(SpecError, match=f"plot '{key}' .*got {next(iter(options.values()))}"):
         runs.plot_run(str(tmp_path / "no-run-here"), **options)
 
 
 def test_sampling_options_on_a_conditional_model_are_refused():
-    from taylorformer.evaluation import evaluate
+    from taylorformer.workflow.evaluation import evaluate
     from taylorformer.models import build_model
     from taylorformer.task import make_task
 

@@ -8,9 +8,9 @@ import pytest
 import xarray as xr
 
 import taylorformer as tfm
-from taylorformer import runs, training
+from taylorformer.workflow import runs, training
 from taylorformer.errors import TaskError
-from taylorformer.evaluation import evaluate
+from taylorformer.workflow.evaluation import evaluate
 from taylorformer.task import make_task
 from taylorformer.tasks import from_xarray
 from taylorformer.tasks import gridded

@@ -304,7 +304,7 @@ def test_fit_evaluate_and_plot_on_the_digits(files):
     from matplotlib.figure import Figure
 
     import taylorformer as tfm
-    from taylorformer.evaluation import evaluate
+    from taylorformer.workflow.evaluation import evaluate
     from taylorformer.models.inference import predict
     from taylorformer.plotting.images import MASK_COLOUR
 
@@ -373,7 +373,7 @@ def test_missing_pixels_are_nan_outputs_never_observed_and_plotted(digits, tmp_p
     from matplotlib.figure import Figure
 
     import taylorformer as tfm
-    from taylorformer.evaluation import evaluate
+    from taylorformer.workflow.evaluation import evaluate
     from taylorformer.plotting.images import MISSING_COLOUR
 
     images, labels = digits

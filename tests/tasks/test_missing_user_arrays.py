@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import taylorformer as tfm
-from taylorformer import training
+from taylorformer.workflow import training
 from taylorformer.errors import TaskError
-from taylorformer.evaluation import evaluate
+from taylorformer.workflow.evaluation import evaluate
 from taylorformer.tasks import from_arrays
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},

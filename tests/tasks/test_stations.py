@@ -12,11 +12,11 @@ import pytest
 
 from taylorformer import registry, testing
 from taylorformer.errors import TaskError
-from taylorformer.evaluation import evaluate
+from taylorformer.workflow.evaluation import evaluate
 from taylorformer.task import make_task
 from taylorformer.tasks import datasets
 from taylorformer.tasks.stations import BEIJING_COORDINATES, CALENDAR, MISSING_POLICIES
-from taylorformer.training import TrainConfig, Trainer
+from taylorformer.workflow.training import TrainConfig, Trainer
 
 SMALL = {"num_context": 18, "num_target": 6, "eval_stride": 3}  # 6 h of 3 stations -> 2 h
 

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from taylorformer import runs, training
+from taylorformer.workflow import runs, training
 from taylorformer.errors import SpecError, TaskError
-from taylorformer.evaluation import evaluate
+from taylorformer.workflow.evaluation import evaluate
 from taylorformer.task import make_task
 from taylorformer.tasks import from_arrays, from_dataframe, from_xarray
 

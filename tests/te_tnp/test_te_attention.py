@@ -302,7 +302,7 @@ def test_bfloat16_kernel_is_still_exactly_equivariant():
 def test_training_with_location_update(tmp_path):
     """The last layer's moved positions are read by nothing, so its phi gets no gradient:
     training must still run (that gradient counts as zero) and train the other layers'."""
-    from taylorformer import training
+    from taylorformer.workflow import training
 
     spec = {"preset": "te-tnp", "encoder": {"layers": 2, "width": 16, "num_heads": 2, "head_dim": 8,
                                             "attention": {"kernel_width": 8, "location_update": True}},

@@ -20,8 +20,8 @@ from taylorformer.models.bounded_sampling import parse_memory
 from taylorformer.checks import check_choice, check_int, check_memory, check_number
 from taylorformer.errors import (BatchError, RunDirectoryError, SpecError, TaskError, TaylorformerError,
                                  UnknownComponentError)
-from taylorformer.evaluation import check_evaluate_options, evaluate
-from taylorformer.run_dir import RunDirectory, atomic_path, check_output_path
+from taylorformer.workflow.evaluation import check_evaluate_options, evaluate
+from taylorformer.workflow.run_dir import RunDirectory, atomic_path, check_output_path
 from taylorformer.task import make_task, plot_task
 
 #: what a task object needs to train and evaluate (see :mod:`taylorformer.task`)
@@ -109,7 +109,7 @@ def _task_label(task, config):
 
 def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="test",
                  checkpoint="best", batch_size=None, num_samples=0, consistency=0, memory_budget=None):
-    """Evaluation JSON dict of a run (see :func:`taylorformer.evaluation.evaluate`)."""
+    """Evaluation JSON dict of a run (see :func:`taylorformer.workflow.evaluation.evaluate`)."""
     check_evaluate_options(1 if batch_size is None else batch_size, num_batches, num_samples,
                            consistency)
     if memory_budget is not None:

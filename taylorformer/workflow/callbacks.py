@@ -1,5 +1,5 @@
 """Keras callbacks of a training run: what ``model.fit`` and Keras' own callbacks do not
-promise and a run directory (:mod:`taylorformer.run_dir`) needs.
+promise and a run directory (:mod:`taylorformer.workflow.run_dir`) needs.
 
 * :class:`StepCounter`: the global step (it names data batches, checkpoints and metric
   rows, and survives a resume) and the stop at the last step;

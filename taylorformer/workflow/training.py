@@ -1,6 +1,6 @@
-"""Training into a run directory (:mod:`taylorformer.run_dir`): a thin layer over Keras
+"""Training into a run directory (:mod:`taylorformer.workflow.run_dir`): a thin layer over Keras
 ``model.fit`` (the NP loss and steps of :mod:`taylorformer.models.fitting`) with Keras'
-callbacks (TensorBoard, TerminateOnNaN) and ours (:mod:`taylorformer.callbacks`).
+callbacks (TensorBoard, TerminateOnNaN) and ours (:mod:`taylorformer.workflow.callbacks`).
 
 An epoch is ``val_every`` steps: validation, a ``metrics.csv`` row, ``best.keras`` and a
 TensorBoard image follow each. ``resume`` restores weights, optimizer state and step from
@@ -18,12 +18,12 @@ import time
 import keras
 import tensorflow as tf
 
-from taylorformer import callbacks as run_callbacks
-from taylorformer import runs
+from taylorformer.workflow import callbacks as run_callbacks
+from taylorformer.workflow import runs
 from taylorformer.checks import check_bool, check_choice, check_int, check_number
 from taylorformer.errors import RunDirectoryError, SpecError, TaskError
 from taylorformer.models import build_model
-from taylorformer.run_dir import RunDirectory
+from taylorformer.workflow.run_dir import RunDirectory
 from taylorformer.spec import check_dtype_policy, resolve_spec
 from taylorformer.task import can_plot
 
@@ -290,9 +290,9 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
     :func:`taylorformer.tasks.from_dataframe`; anything with ``dataset``, ``dim_x`` and
     ``dim_y``). A task object that cannot be rebuilt from a name and config (in-memory
     data) is recorded by name and class; evaluating or plotting the run, or resuming it,
-    then takes the same object again (``task=obj``; see :mod:`taylorformer.runs`).
+    then takes the same object again (``task=obj``; see :mod:`taylorformer.workflow.runs`).
 
-    ``out_dir`` must be new, empty, or missing (see :mod:`taylorformer.run_dir`); without
+    ``out_dir`` must be new, empty, or missing (see :mod:`taylorformer.workflow.run_dir`); without
     it a new ``runs/MODEL-TASK-TIME`` directory is created. ``resume=RUN_DIR`` continues
     that run from its newest intact checkpoint with its saved spec, task and training
     config (``train_kwargs`` may raise ``steps``).

@@ -9,6 +9,9 @@ Front door::
     out = tfm.predict(model, batch, num_samples=20)
     model.compile(optimizer="adamw"); model.fit(task.dataset("train", batch_size=16), ...)
     tfm.train("tnp-d", "gp", steps=2000)          # the CLI's run-directory training
+    tfm.evaluate_run("runs/x")                    # a finished run's metrics (JSON dict)
+    tfm.place(model, candidates, context, k=5)    # sensor placement (docs/placement.md)
+    tfm.export_run("runs/x", "served")            # a SavedModel that serves without taylorformer
     tfm.replicate("taylorformer-gp-eq", budget="small")  # a published table row (docs/replication.md)
 
 The model classes are imported (and registered with Keras) with the package, so plain
@@ -20,6 +23,21 @@ and Keras does: it sets no environment variable and leaves file descriptors alon
 ``taylorformer`` command sets up its own process instead (:mod:`taylorformer.cli`:
 ``OPENBLAS_NUM_THREADS=1`` and ``TF_CPP_MIN_LOG_LEVEL=2`` unless set, TensorFlow's start-up
 log lines kept off stderr unless ``--debug``).
+
+Where things live (README.md, "Layout", has the long form). At the top, the front door and
+the plugin contract, the modules a plugin or a user imports (few and flat, as simonw/llm keeps
+``hookspecs.py`` and ``plugins.py``); below, one folder per part with one role per module (as
+keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::
+
+    plugin contract   hookspecs  registry  plugin_api  errors  checks
+                      task  batch  spec  components  attention/  replication  experiment  testing
+    models/           the NP family: base, conditional, autoregressive, build, fitting, layers,
+                      inference (loglik, predict), decoding, bounded_sampling, target_order
+    prediction/       using a trained model: query, placement, calibration, export
+    workflow/         a training run: training, callbacks, run_dir, runs, evaluation
+    plotting/         figures, one module per kind of data
+    the rest          cli (the command), tf_compat (private TF/Keras APIs), pixel_grid,
+                      attention_executor (plugin API 1 names, re-exported from attention/)
 
 ``TAYLORFORMER_LAZY_IMPORT=1`` imports the package without TensorFlow: the model names
 import :mod:`taylorformer.models` (and register the classes with Keras) on first use, so

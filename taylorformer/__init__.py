@@ -75,7 +75,13 @@ _LAZY = {
     "export_run": "taylorformer.prediction.export",
 }
 
-__all__ = ["registry", "hookimpl", "__version__", "PLUGIN_API_VERSION", *_LAZY]
+#: modules the docs import from the package itself (docs/calibration.md: ``calibration``),
+#: loaded on first use
+_LAZY_MODULES = {
+    "calibration": "taylorformer.prediction.calibration",
+}
+
+__all__ = ["registry", "hookimpl", "__version__", "PLUGIN_API_VERSION", *_LAZY, *_LAZY_MODULES]
 
 if os.environ.get(LAZY_IMPORT_ENV, "").strip().lower() not in {"1", "true", "yes", "on"}:
     # the model classes register with Keras here (see the module docstring)
@@ -85,4 +91,6 @@ if os.environ.get(LAZY_IMPORT_ENV, "").strip().lower() not in {"1", "true", "yes
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _LAZY_MODULES:
+        return importlib.import_module(_LAZY_MODULES[name])
     raise AttributeError(f"module 'taylorformer' has no attribute {name!r}")

@@ -109,7 +109,8 @@ class FieldInputs:
     ``names``: the coordinates read per point (None: the grid dims' coordinates, in order);
     ``to_x(coords [N, k]) -> [N, dim_x]`` raw model inputs; ``groups(x [B, N, dim_x])``:
     the feature groups (``s``, ``t``) of a task that gives them, keyed ``"s"``/``"t"``;
-    ``span``: ``{name: span of the training inputs}`` in coordinate units (None: unknown)."""
+    ``span``: the span of the training inputs per input coordinate, in coordinate units
+    (None: unknown)."""
 
     def __init__(self, dim_x, names=None, to_x=None, groups=None, span=None):
         self.dim_x, self.names, self.span = dim_x, names, span
@@ -134,12 +135,15 @@ def field_inputs(task, dim_x, names=None, time_input=None):
         if not (np.isfinite(t) and abs(t) <= MAX_MAGNITUDE):
             raise BatchError(f"predict_field 'time_input' must be a finite number, got {time_input!r}")
         spherical = task.geographic and task.space == "xyz"
+        if names is not None and len(names) != 2:
+            raise BatchError(f"predict_field: a gridded-task model takes 2 input coordinates "
+                             f"({', '.join(task.space_dims)}), got {list(names)}")
 
         def to_x(coords):
             space = latlon_to_xyz(coords) if spherical else coords
             return np.concatenate([space, np.full((len(coords), 1), t)], -1)
 
-        span = {n: float(np.ptp(g)) for n, g in zip(task.space_dims, task.grid)}
+        span = [float(np.ptp(g)) for g in task.grid]  # latitude, longitude
         return FieldInputs(dim_x, list(names or task.space_dims), to_x,
                            lambda x: {"s": x[..., :-1], "t": x[..., -1:]}, span)
     if task is not None:
@@ -478,23 +482,15 @@ def predict_field(model, context, grid, output=None, *, task=None, normaliser=No
         if not str(output).lower().endswith(".nc"):
             raise BatchError(f"predict_field output {output} must be a netCDF file (.nc)")
         reads = [s for s in (grid, context) if isinstance(s, (str, os.PathLike))]
-        check_output_path(output, "--output", reads=reads)
+        check_output_path(output, "output", reads=reads)
     target = Grid(grid, spec.names, variable, num_inputs=None if spec.names else model.dim_x, max_cells=max_cells)
     try:
         names = target.names
-        name = value or target.variable or "y"
         coords, values, ctx_attrs, value_name = read_context(context, names, value or target.variable, target.where)
-        if target.variable is None:
-            name = value_name
+        name = target.variable or value_name  # the outputs' prefix: the field's name
         attrs = dict(target.field.attrs) if target.field is not None else ctx_attrs
-        span = spec.span
-        if isinstance(span, dict):
-            span = [span.get(n, span.get(next((k for k in span if coordinate_role(k) is not None
-                                                and coordinate_role(k) == coordinate_role(n)), None)))
-                    for n in names]
-        elif span is not None and len(span) != len(names):
-            span = None
-        known = span is not None and all(s is not None and s > 0 for s in span)
+        span = spec.span  # one per input coordinate, in the order of names
+        known = span is not None and len(span) == len(names) and all(s > 0 for s in span)
         pad = _per_input("predict_field", "padding", padding, names,
                          [s / 4 for s in span] if known else [np.inf] * len(names))
         if np.any(np.isnan(pad)) or np.any(pad < 0):

@@ -3,7 +3,7 @@ points, time and peak RSS (issue 36: 1M target cells from 100K context points un
 
 Setting: the main job's model (TNP-D with 2 attention layers; untrained: time and memory do
 not depend on the weights) with the 2-D GP task (``gp-2d-bsa``: trained on [-2, 2]^2) as its
-task, so the library picks the defaults: padding a quarter of the training span (1.0) and
+task, so the library picks the defaults: padding half the training span (2.0) and
 tiles of half the span. The grid covers [-L, L]^2 (``--half-width``) with N cells per side and
 a NaN disc (a "lake", about 7% of the cells) that is skipped; the context is M uniform points
 of a smooth field; both are written to files first (``grid.nc``, ``points.csv``) and read by

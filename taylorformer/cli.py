@@ -591,7 +591,7 @@ def build_parser():
                    "default: its only variable)")
     p.add_argument("--padding", type=non_negative_float, nargs="+", metavar="P",
                    help="with --grid: context window around each patch, in coordinate units (one, or one "
-                        "per input; default: a quarter of the training span)")
+                        "per input; default: half the training span)")
     p.add_argument("--patch", type=positive_int, nargs="+", metavar="N",
                    help="with --grid: patch cells per grid dim (default: half the training span)")
     p.add_argument("--time-input", type=finite_float, metavar="T",

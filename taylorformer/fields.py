@@ -29,9 +29,11 @@ predictives would be a mixture whose quantiles are no blend of the patches' quan
 No seam shows where the model ignores context farther than ``padding``: what a cell sees
 then does not depend on the tile it falls in. Where every window holds all the context,
 the result equals the unpatched prediction (tests/core/test_fields.py). The default
-``padding`` is a quarter of the span of the inputs the model was trained on (the run's
-task), the default tile half that span, so a window is the size of a training task's
-region; without a known span, the window is the whole context (unpatched).
+``padding`` is half the span of the inputs the model was trained on (the run's task), the
+default tile half that span: a cell at a tile's edge sees context half a training region
+away on every side, as the centre of a training task does, in windows of 1.5 training spans
+(bounded, whatever the grid's size); without a known span, the window is the whole context.
+Seams measured for a trained TNP-D: docs/fields.md.
 
 The normaliser (raw units to the model's) comes from :func:`field_normaliser`.
 """
@@ -492,7 +494,7 @@ def predict_field(model, context, grid, output=None, *, task=None, normaliser=No
         span = spec.span  # one per input coordinate, in the order of names
         known = span is not None and len(span) == len(names) and all(s > 0 for s in span)
         pad = _per_input("predict_field", "padding", padding, names,
-                         [s / 4 for s in span] if known else [np.inf] * len(names))
+                         [s / 2 for s in span] if known else [np.inf] * len(names))
         if np.any(np.isnan(pad)) or np.any(pad < 0):
             raise BatchError(f"predict_field 'padding' must be >= 0 (coordinate units), got {padding!r}")
         default_patch = []

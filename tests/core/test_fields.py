@@ -104,6 +104,22 @@ def test_patchwise_equals_unpatched_when_windows_hold_all_context(gp_model, patc
     assert out.z_mean.attrs["units"] == "m" and "height" in out.z_mean.attrs["long_name"]
 
 
+def test_defaults_come_from_the_training_span(gp_model):
+    """The 2-D GP task trains on [-2, 2]^2 (span 4): padding 2 (half the span), tiles of
+    half the span (2 / 0.333 = 6 cells along x0, 2 / 0.4 = 5 along x1). Without a known
+    span (no task): the whole context, so the unpatched prediction."""
+    from taylorformer.task import make_task
+
+    grid, context = plane_grid(), scattered()
+    out = fields.predict_field(gp_model, context, grid, task=make_task("gp-2d-bsa"), progress=False)
+    assert out.attrs["taylorformer_padding"] == "2,2" and out.attrs["taylorformer_patch"] == "6,5"
+    bare = fields.predict_field(gp_model, context, grid, progress=False)
+    assert bare.attrs["taylorformer_padding"] == "inf,inf" and bare.attrs["taylorformer_patch"] == "128,128"
+    mean, _ = direct(gp_model, context[["x0", "x1"]], context["z"], cells_of(grid))
+    defined = ~np.isnan(grid.z.values.reshape(-1))
+    np.testing.assert_allclose(bare.z_mean.values.reshape(-1)[defined], mean[defined], rtol=1e-5, atol=1e-5)
+
+
 def test_each_patch_is_predicted_from_its_padded_window(gp_model):
     """Small windows: every tile's cells equal a forward pass with exactly the context
     inside the tile's box widened by the padding (selected here with NumPy)."""

@@ -283,7 +283,8 @@ def _error(capsys, argv):
 
 def test_cli_errors_for_bad_grids(gp_run, tmp_path, capsys, monkeypatch):
     scattered().to_csv(tmp_path / "points.csv", index=False)
-    base = ["predict", str(gp_run), "--checkpoint", "model", "--context", str(tmp_path / "points.csv"), "--output", str(tmp_path / "o.nc")]
+    base = ["predict", str(gp_run), "--checkpoint", "model", "--context", str(tmp_path / "points.csv"),
+            "--output", str(tmp_path / "o.nc")]
     # dims without coordinate values
     xr.Dataset({"z": (("a", "b"), np.zeros((3, 4)))}).to_netcdf(tmp_path / "bare.nc", engine="h5netcdf")
     assert "no coordinate values" in _error(capsys, base + ["--grid", str(tmp_path / "bare.nc")])

@@ -473,7 +473,8 @@ class GriddedTask(Task):
         """Maps of the first ``num_tasks`` tasks of ``batch`` in the variable's units: the
         true values, the predictive mean and std at the target cells of one time step (the
         one with the most targets), context cells of that step marked; one row of three
-        axes per task (``axes``: ``num_tasks x 3``). Missing (NaN) target cells are gaps in
+        axes per task (``axes``: ``num_tasks x 3``); longitude across, axes and colour bars
+        labelled with names and units (where the file gives them). Missing (NaN) target cells are gaps in
         the truth map (the predictive maps fill them); missing context cells are not marked.
         ``num_samples`` is unused (maps show the marginal predictive)."""
         from matplotlib.figure import Figure
@@ -492,7 +493,9 @@ class GriddedTask(Task):
         axes = np.asarray(axes, dtype=object).reshape(-1, 3)
         if len(axes) < n:
             raise TaskError(f"plot: {n} task(s) need {3 * n} axes, got {axes.size}")
-        names = (["latitude", "longitude"] if self.geographic else self.space_dims)
+        names = [self._label(d, n) for d, n in zip(self.space_dims, ["latitude", "longitude"] if self.geographic
+                                                    else self.space_dims)]
+        value_label = self._label(None, self.variable)
         for i in range(n):
             real_t, real_c = batch["mask_t"][i] > 0, batch["mask_c"][i] > 0
             t_steps, c_steps = batch["xt"][i, :, -1], batch["xc"][i, :, -1]
@@ -523,11 +526,16 @@ class GriddedTask(Task):
                 ax.set_title(f"{label}, {self.variable} at {when}", fontsize=8)
                 ax.set_xlabel(names[1])
                 ax.set_ylabel(names[0])
-                ax.figure.colorbar(image, ax=ax)
+                ax.figure.colorbar(image, ax=ax, label=value_label)
         fig = axes[0, 0].figure
         if title:
             fig.suptitle(title)
         return fig
+
+    def _label(self, dim, name):
+        """``name [units]`` of a coordinate ``dim`` (None: the variable), units where given."""
+        attrs = self.data.attrs if dim is None else (self.data[dim].attrs if dim in self.data.coords else {})
+        return f"{name} [{attrs['units']}]" if attrs.get("units") else str(name)
 
     # ------------------------------------------------------------------ data
     def sample(self, rng, batch_size, split):

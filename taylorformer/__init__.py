@@ -12,6 +12,7 @@ Front door::
     tfm.evaluate_run("runs/x")                    # a finished run's metrics (JSON dict)
     tfm.place(model, candidates, context, k=5)    # sensor placement (docs/placement.md)
     tfm.export_run("runs/x", "served")            # a SavedModel that serves without taylorformer
+    tfm.predict_field(model, points, grid)        # a field on a grid's coordinates (docs/fields.md)
     tfm.replicate("taylorformer-gp-eq", budget="small")  # a published table row (docs/replication.md)
 
 The model classes are imported (and registered with Keras) with the package, so plain
@@ -33,7 +34,7 @@ keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::
                       task  batch  spec  components  attention/  replication  experiment  testing
     models/           the NP family: base, conditional, autoregressive, build, fitting, layers,
                       inference (loglik, predict), decoding, bounded_sampling, target_order
-    prediction/       using a trained model: query, placement, calibration, export
+    prediction/       using a trained model: query, fields, placement, calibration, export
     workflow/         a training run: training, callbacks, run_dir, runs, evaluation
     plotting/         figures, one module per kind of data
     the rest          cli (the command), tf_compat (private TF/Keras APIs), pixel_grid,
@@ -73,6 +74,7 @@ _LAZY = {
     "place": "taylorformer.prediction.placement",
     "export_model": "taylorformer.prediction.export",
     "export_run": "taylorformer.prediction.export",
+    "predict_field": "taylorformer.prediction.fields",
 }
 
 #: modules the docs import from the package itself (docs/calibration.md: ``calibration``),

@@ -1,5 +1,5 @@
-"""The ``taylorformer`` command line: plugins, train, evaluate, plot, predict, place, export,
-replicate.
+"""The ``taylorformer`` command line: plugins, train, evaluate, plot, predict (``--grid``: a
+field), plot-field, place, export, replicate.
 
 A library error (and a bad file or value given by the user) is one line ``error: ...`` on
 stderr with exit code 2, as is a bad argument; any other exception is one line with exit
@@ -91,6 +91,8 @@ positive_int = _number(int, "a positive int", lambda v: v > 0)
 non_negative_int = _number(int, "an int >= 0", lambda v: v >= 0)
 positive_float = _number(float, "a finite number > 0", lambda v: math.isfinite(v) and v > 0)
 probability = _number(float, "a probability in (0, 1)", lambda v: 0 < v < 1)
+non_negative_float = _number(float, "a number >= 0 (inf: no bound)", lambda v: not math.isnan(v) and v >= 0)
+finite_float = _number(float, "a finite number", math.isfinite)
 
 
 def _names(text):
@@ -258,17 +260,71 @@ def _cmd_plot(args):
     return 0
 
 
+#: ``predict`` options that mean nothing with ``--grid`` (their defaults)
+GRID_UNUSED = {"input": None, "samples": 0}
+#: ``predict`` options that mean something only with ``--grid``
+GRID_ONLY = ("variable", "padding", "patch", "time_input", "plot")
+
+
 def _cmd_predict(args):
     from taylorformer.workflow import runs
 
+    if args.grid is not None:
+        return _predict_grid(args)
+    given = [f"--{k.replace('_', '-')}" for k in GRID_ONLY if getattr(args, k) is not None]
+    if args.input is None or given:
+        raise SpecError("predict needs --input FILE (or --grid FIELD.nc for a field)" if args.input is None
+                        else f"{', '.join(given)} go with --grid FIELD.nc only")
     with _terminate_as_interrupt():
         output, n = runs.predict_run(args.run_dir, args.input, args.output, context=args.context,
                                      checkpoint=args.checkpoint, levels=args.quantiles,
                                      num_samples=args.samples, chunk_size=args.chunk_size,
                                      x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
-                                     verbose=1 if sys.stdout.isatty() else 2,
+                                     verbose=0 if args.quiet else 1 if sys.stdout.isatty() else 2,
                                      recalibration=args.recalibration)
     print(f"predictions at {n} point(s) written to {output}")
+    return 0
+
+
+def _predict_grid(args):
+    from taylorformer.prediction import fields
+
+    wrong = [f"--{k}" for k, v in GRID_UNUSED.items() if getattr(args, k) != v]
+    if wrong:
+        raise SpecError(f"{', '.join(wrong)} cannot go with --grid: the grid's cells are the inputs, and a field "
+                        "is written as mean, stddev and quantiles")
+    if args.context is None:
+        raise SpecError("predict --grid needs --context POINTS.csv (or a field .nc): the observations to predict from")
+    if args.y_columns is not None and len(args.y_columns) != 1:
+        raise SpecError(f"--y-columns with --grid names the one value column of the context, got {args.y_columns}")
+    options = {"inputs": args.x_columns, "variable": args.variable,
+               "value": None if args.y_columns is None else args.y_columns[0], "time_input": args.time_input,
+               "padding": None if args.padding is None else (args.padding[0] if len(args.padding) == 1
+                                                               else args.padding),
+               "patch": None if args.patch is None else (args.patch[0] if len(args.patch) == 1 else args.patch),
+               "levels": args.quantiles or fields.DEFAULT_LEVELS, "chunk_size": args.chunk_size,
+               "progress": not args.quiet, "seed": args.seed}
+    with _terminate_as_interrupt():
+        output, cells = fields.predict_field_run(args.run_dir, args.grid, args.context, args.output,
+                                                 checkpoint=args.checkpoint, recalibration=args.recalibration,
+                                                 **options)
+    print(f"field of {cells} cell(s) written to {output}")
+    if args.plot:
+        from taylorformer.plotting.fields import save_field_plot
+
+        print(f"map: {save_field_plot(output, args.plot)}")
+    return 0
+
+
+def _cmd_plot_field(args):
+    from taylorformer.plotting.fields import save_field_plot
+
+    out = args.out or os.path.splitext(args.field)[0] + ".png"
+    if os.path.exists(out) and os.path.samefile(out, args.field):
+        raise SpecError(f"--out {out} is the file the command reads")
+    if not os.path.isfile(args.field):
+        raise SpecError(f"field file {args.field} does not exist")
+    print(save_field_plot(args.field, out, variable=args.variable))
     return 0
 
 
@@ -525,21 +581,45 @@ def build_parser():
                        "in a context file, y or y0, y1, ...; .npy the inputs xt alone. Output .csv\n"
                        "(one task), .npz or .nc.")
     p.add_argument("run_dir")
-    p.add_argument("--input", required=True, metavar="FILE", help="inputs to predict at (and the context)")
+    p.add_argument("--input", metavar="FILE", help="inputs to predict at (and the context)")
     p.add_argument("--output", required=True, metavar="FILE", help="where to write the predictions")
-    p.add_argument("--context", metavar="FILE", help="context points, if --input holds only inputs")
+    p.add_argument("--context", metavar="FILE", help="context points, if --input holds only inputs "
+                   "(with --grid: points .csv or a field .nc)")
+    p.add_argument("--grid", metavar="FIELD.nc", help="predict at every cell of this grid instead of --input: "
+                   "output a .nc on its coordinates, in the data's units (docs/fields.md)")
+    p.add_argument("--variable", help="with --grid: the grid's field variable (NaN cells are skipped; "
+                   "default: its only variable)")
+    p.add_argument("--padding", type=non_negative_float, nargs="+", metavar="P",
+                   help="with --grid: context window around each patch, in coordinate units (one, or one "
+                        "per input; default: half the training span)")
+    p.add_argument("--patch", type=positive_int, nargs="+", metavar="N",
+                   help="with --grid: patch cells per grid dim (default: half the training span)")
+    p.add_argument("--time-input", type=finite_float, metavar="T",
+                   help="with --grid, a gridded-task run: the window-time input (default: the last step)")
+    p.add_argument("--plot", metavar="PNG", help="with --grid: also draw the maps here")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or line")
     p.add_argument("--checkpoint", choices=["best", "model"], default="best")
     p.add_argument("--quantiles", type=probability, nargs="+", metavar="Q",
                    help="quantile levels (default 0.05 0.5 0.95)")
     p.add_argument("--samples", type=non_negative_int, default=0, help="predictive samples to write")
     p.add_argument("--chunk-size", type=positive_int, default=4096, help="targets per forward pass")
-    p.add_argument("--x-columns", type=_names, help="CSV input columns, comma-separated")
-    p.add_argument("--y-columns", type=_names, help="CSV output columns of the context, comma-separated")
+    p.add_argument("--x-columns", type=_names, help="CSV input columns, comma-separated (with --grid: the "
+                   "grid coordinates that are the inputs, in order)")
+    p.add_argument("--y-columns", type=_names, help="CSV output columns of the context, comma-separated (with "
+                   "--grid: the context's value column or variable)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--recalibration", action=argparse.BooleanOptionalAction, default=True,
                    help="apply the run's stored recalibration (evaluate --recalibrate), if any "
                         "(default: on)")
     p.set_defaults(func=_cmd_predict)
+
+    p = command("plot-field", help="draw the maps of a predicted field (predict --grid's output) to PNG",
+                description="Truth (where the file has the field) beside the predictive mean, and the "
+                            "predictive stddev; longitude across, undefined cells blank.")
+    p.add_argument("field", metavar="OUT.nc")
+    p.add_argument("--out", help="PNG path (default: OUT.png beside the file)")
+    p.add_argument("--variable", help="the predicted field (default: the only one)")
+    p.set_defaults(func=_cmd_plot_field)
 
     p = command("place", help="choose where to observe next (sensor placement) with a trained run",
                 formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -10,6 +10,7 @@ A task picks its plot through :meth:`taylorformer.task.Task.plot` (what
 - :mod:`~taylorformer.plotting.images`: image completion: context, mean, stddev and samples.
 - :mod:`~taylorformer.plotting.forecasts`: forecasts against dates (history, truth, paths, quantile bands).
 - :mod:`~taylorformer.plotting.calibration`: PIT histogram and reliability diagram of a calibration report.
+- :mod:`~taylorformer.plotting.fields`: maps of a predicted field (truth, mean, stddev) on its coordinates.
 """
 from taylorformer.plotting.functions import plot_predictions
 

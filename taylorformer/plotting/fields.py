@@ -1,0 +1,106 @@
+"""Maps of a predicted field (:func:`taylorformer.prediction.fields.predict_field`'s output): the truth
+(where the file has the field) beside the predictive mean, then the predictive stddev.
+
+Longitude (or the grid's ``X`` axis) is horizontal, latitude vertical, identified by CF
+names, units and attributes (:func:`taylorformer.prediction.fields.coordinate_role`); cells where
+the field is undefined (NaN: land in a sea-surface field) are left blank; axes and colour
+bars carry the coordinates' and the variable's names and units. A grid larger than
+``max_side`` cells per dim is drawn at a stride (read that way: the file is never loaded
+whole). Built with matplotlib's object-oriented API (no pyplot state)::
+
+    fig = plot_field("out.nc")
+    fig.savefig("out.png")
+"""
+import os
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from taylorformer.errors import BatchError
+from taylorformer.prediction.fields import coordinate_role
+
+
+def _label(var, fallback):
+    name = var.attrs.get("long_name") or var.attrs.get("standard_name") or fallback
+    units = var.attrs.get("units")
+    return f"{name} [{units}]" if units else str(name)
+
+
+def _axes_order(ds, dims):
+    """``(horizontal dim, vertical dim)`` of a 2-D variable: longitude/X across."""
+    def role(d):
+        coord = ds[d] if d in ds.coords else None
+        return coordinate_role(d, coord.attrs if coord is not None else {}), \
+            str(coord.attrs.get("axis", "")).upper() if coord is not None else ""
+
+    roles = {d: role(d) for d in dims}
+    across = [d for d in dims if roles[d][0] == "lon"] or [d for d in dims if roles[d][1] == "X"] \
+        or [d for d in dims if roles[d][0] != "lat" and roles[d][1] != "Y"][-1:]
+    horizontal = across[0] if across else dims[-1]
+    return horizontal, next(d for d in dims if d != horizontal)
+
+
+def plot_field(source, variable=None, max_side=1000, title=None):
+    """The Figure of the maps of ``source`` (a path or ``xarray.Dataset`` written by
+    :func:`~taylorformer.prediction.fields.predict_field`); ``variable``: the field's name (default:
+    the one with a ``_mean`` variable)."""
+    import xarray as xr
+
+    ds = xr.open_dataset(source) if isinstance(source, (str, os.PathLike)) else source
+    where = str(source) if isinstance(source, (str, os.PathLike)) else "the dataset"
+    try:
+        means = [str(v)[:-5] for v in ds.data_vars if str(v).endswith("_mean")]
+        if variable is None:
+            if len(means) != 1:
+                raise BatchError(f"{where}: {len(means)} predicted fields (variables *_mean: {means}); name one")
+            variable = means[0]
+        if f"{variable}_mean" not in ds.data_vars:
+            raise BatchError(f"{where} has no predicted field {variable!r} (no {variable}_mean); fields: {means}")
+        mean = ds[f"{variable}_mean"]
+        if mean.ndim != 2:
+            raise BatchError(f"{where}: {variable}_mean has dims {list(mean.dims)}; a map needs a 2-D grid")
+        horizontal, vertical = _axes_order(ds, list(mean.dims))
+        stride = {d: max(1, -(-ds.sizes[d] // max_side)) for d in mean.dims}
+        pick = {d: slice(None, None, s) for d, s in stride.items()}
+        panels = [(variable, "truth")] if variable in ds.data_vars and ds[variable].dims == mean.dims else []
+        panels += [(f"{variable}_mean", "predictive mean"), (f"{variable}_stddev", "predictive stddev")]
+        fig = Figure(figsize=(5.2 * len(panels), 4.2), layout="constrained")
+        axes = fig.subplots(1, len(panels), squeeze=False)[0]
+        arrays = {key: ds[key].isel(pick).transpose(vertical, horizontal) for key, _ in panels}
+        shared = [np.asarray(arrays[k].values, np.float64) for k, _ in panels if not k.endswith("_stddev")]
+        finite = np.concatenate([a[np.isfinite(a)] for a in shared]) if shared else np.zeros(0)
+        limits = (finite.min(), finite.max()) if finite.size else (None, None)
+        x = ds[horizontal].isel({horizontal: pick[horizontal]}) if horizontal in ds.coords else None
+        y = ds[vertical].isel({vertical: pick[vertical]}) if vertical in ds.coords else None
+        for ax, (key, label) in zip(axes, panels):
+            values = np.ma.masked_invalid(np.asarray(arrays[key].values, np.float64))  # blank where undefined
+            scale = (None, None) if key.endswith("_stddev") else limits
+            image = ax.pcolormesh(np.arange(values.shape[1]) if x is None else np.asarray(x.values),
+                                  np.arange(values.shape[0]) if y is None else np.asarray(y.values),
+                                  values, shading="auto", cmap="magma" if key.endswith("_stddev") else "viridis",
+                                  vmin=scale[0], vmax=scale[1])
+            ax.set_title(label, fontsize=9)
+            ax.set_xlabel(_label(x, horizontal) if x is not None else horizontal)
+            ax.set_ylabel(_label(y, vertical) if y is not None else vertical)
+            fig.colorbar(image, ax=ax, label=_label(ds[key], key))
+        if any(s > 1 for s in stride.values()):
+            fig.text(0.01, 0.01, "drawn every " + ", ".join(f"{stride[d]} {d}" for d in mean.dims) + " cells",
+                     fontsize=7)
+        if title:
+            fig.suptitle(title)
+        return fig
+    finally:
+        if isinstance(source, (str, os.PathLike)):
+            ds.close()
+
+
+def save_field_plot(source, out, variable=None, max_side=1000):
+    """Draw :func:`plot_field` to the PNG ``out`` (written atomically); returns ``out``."""
+    from taylorformer.workflow.run_dir import atomic_path
+
+    if not str(out).lower().endswith(".png"):
+        raise BatchError(f"field plot must be a .png path, got {out!r}")
+    fig = plot_field(source, variable, max_side)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    return out

@@ -1,0 +1,614 @@
+"""Fields in and out on their coordinates: predict a gridded field from scattered points or
+another field, patch by patch, streamed to netCDF in the data's units.
+
+:func:`predict_field` (``taylorformer predict RUN --grid FIELD.nc --context POINTS``):
+
+- **grid**: an ``xarray.Dataset``/``DataArray`` or a netCDF path whose coordinates define
+  the targets: one cell per point of the grid variable's dims (or, with no data variable,
+  of its coordinates' dims). The model's inputs are coordinates of the grid, by name
+  (``inputs``; latitude/longitude found by CF names, units or ``standard_name``: ``lat``,
+  ``latitude``, ``degrees_north``, ...); by default the run's task says which (the
+  ``gridded`` task: its latitude and longitude, and a fixed time input), else the grid
+  dims' coordinates in order. Cells where the grid variable is NaN (a masked value: land
+  in a sea-surface field) are not predicted and written as NaN.
+- **context**: scattered points (a CSV path or ``pandas.DataFrame``, one row per point,
+  columns named as the input coordinates and a value column) or another field (an
+  ``xarray`` object or ``.nc`` path: its observed cells); raw units.
+- **output**: a netCDF file (``output``) on the grid's own coordinates, names and
+  attributes: ``<var>_mean``, ``<var>_stddev`` and ``<var>_quantiles`` (dims ``quantile``
+  and the grid's), in the data's units, plus the grid variable itself (the truth, where the
+  grid has it). Written patch by patch (atomically: a temp file renamed at the end), never
+  the whole result in memory.
+
+Patches: the grid is cut into tiles of ``patch`` cells per dim; a tile's targets are
+predicted from the context inside its *window*, the tile's coordinate box widened by
+``padding`` (coordinate units) on every side. Only the tile's own cells are written: each
+cell gets exactly one predictive, a conditional model's predictive given the context near
+it, whose mean, stddev and quantiles belong together (a blend of overlapping patches'
+predictives would be a mixture whose quantiles are no blend of the patches' quantiles).
+No seam shows where the model ignores context farther than ``padding``: what a cell sees
+then does not depend on the tile it falls in. Where every window holds all the context,
+the result equals the unpatched prediction (tests/core/test_fields.py). The default
+``padding`` is half the span of the inputs the model was trained on (the run's task), the
+default tile half that span: a cell at a tile's edge sees context half a training region
+away on every side, as the centre of a training task does, in windows of 1.5 training spans
+(bounded, whatever the grid's size); without a known span, the window is the whole context.
+Seams measured for a trained TNP-D: docs/fields.md.
+
+The normaliser (raw units to the model's) comes from :func:`field_normaliser`.
+"""
+import contextlib
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from taylorformer.checks import check_int
+from taylorformer.errors import BatchError
+from taylorformer.prediction.query import DEFAULT_LEVELS, MAX_MAGNITUDE, predict_query
+
+LAT_NAMES, LON_NAMES = ("lat", "latitude"), ("lon", "longitude")
+LAT_UNITS = ("degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn")
+LON_UNITS = ("degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese")
+#: the most cells a grid may have (``predict_field(max_cells=...)`` lowers it)
+MAX_GRID_CELLS = 10**9
+#: the most context points (a field given as the context: its observed cells)
+MAX_CONTEXT_POINTS = 10**8
+#: tile side (cells per dim) when the training span is unknown, and the largest default side
+DEFAULT_PATCH_SIDE, MAX_PATCH_SIDE = 128, 1024
+#: smallest padded context size; sizes are powers of two (few compiled shapes)
+MIN_BUCKET = 16
+
+
+# ----------------------------------------------------------------------------- names
+def coordinate_role(name, attrs=None):
+    """``"lat"``, ``"lon"`` or None: what a coordinate is, by CF name, units,
+    ``standard_name`` or ``axis`` (``Y``/``X`` only with degree units)."""
+    attrs = attrs or {}
+    units = str(attrs.get("units", "")).strip().lower().replace(" ", "_")
+    standard = str(attrs.get("standard_name", "")).strip().lower()
+    name = str(name).strip().lower()
+    if name in LAT_NAMES or standard in ("latitude", "grid_latitude") or units in LAT_UNITS:
+        return "lat"
+    if name in LON_NAMES or standard in ("longitude", "grid_longitude") or units in LON_UNITS:
+        return "lon"
+    return None
+
+
+def _find(names, wanted, attrs_of, where, what):
+    """The one of ``names`` that is ``wanted``: the same name, else the same lat/lon role."""
+    if wanted in names:
+        return wanted
+    lowered = {str(n).lower(): n for n in names}
+    if str(wanted).lower() in lowered:
+        return lowered[str(wanted).lower()]
+    role = coordinate_role(wanted)
+    matches = [n for n in names if role is not None and coordinate_role(n, attrs_of(n)) == role]
+    if len(matches) == 1:
+        return matches[0]
+    raise BatchError(f"{where}: no {what} {wanted!r}"
+                     + (f" (nor one {role}itude coordinate: found {matches})" if role and matches else "")
+                     + f"; it has {sorted(map(str, names))}")
+
+
+# ----------------------------------------------------------------------------- run setup
+def field_normaliser(task, dim_x, dim_y):
+    """The affine maps between raw units and the model's: ``{"x_offset", "x_scale",
+    "y_offset", "y_scale"}`` (the model sees ``(x - x_offset) / x_scale`` and predicts
+    ``(y - y_offset) / y_scale``), lists of ``dim_x``/``dim_y`` floats. Today from the
+    run's task (:func:`taylorformer.prediction.export.task_normaliser`; identity without a task): the
+    one place to switch to a normaliser saved in the model file."""
+    from taylorformer.prediction.export import task_normaliser
+
+    return task_normaliser(task, dim_x, dim_y)
+
+
+class FieldInputs:
+    """How grid coordinates become the model's inputs.
+
+    ``names``: the coordinates read per point (None: the grid dims' coordinates, in order);
+    ``to_x(coords [N, k]) -> [N, dim_x]`` raw model inputs; ``groups(x [B, N, dim_x])``:
+    the feature groups (``s``, ``t``) of a task that gives them, keyed ``"s"``/``"t"``;
+    ``span``: the span of the training inputs per input coordinate, in coordinate units
+    (None: unknown)."""
+
+    def __init__(self, dim_x, names=None, to_x=None, groups=None, span=None):
+        self.dim_x, self.names, self.span = dim_x, names, span
+        self.to_x = to_x or (lambda coords: coords)
+        self.groups = groups or (lambda x: {})
+
+
+def field_inputs(task, dim_x, names=None, time_input=None):
+    """The :class:`FieldInputs` of a model trained on ``task`` (None: the inputs are the
+    grid's coordinates as they are). The ``gridded`` task: its two spatial coordinates
+    (latitude, longitude on the sphere; ``space="xyz"`` turned into unit vectors) and
+    the window-time input fixed at ``time_input`` (default: the window's last step, the
+    most recent), with its ``sc``/``tc`` groups. A task whose batches carry other feature
+    groups is refused."""
+    from taylorformer.prediction.export import task_refusal
+    from taylorformer.tasks.gridded import GriddedTask
+    from taylorformer.tasks.sphere import latlon_to_xyz
+
+    if isinstance(task, GriddedTask):
+        times = task.time_inputs()
+        t = float(times[-1] if time_input is None else time_input)
+        if not (np.isfinite(t) and abs(t) <= MAX_MAGNITUDE):
+            raise BatchError(f"predict_field 'time_input' must be a finite number, got {time_input!r}")
+        spherical = task.geographic and task.space == "xyz"
+        if names is not None and len(names) != 2:
+            raise BatchError(f"predict_field: a gridded-task model takes 2 input coordinates "
+                             f"({', '.join(task.space_dims)}), got {list(names)}")
+
+        def to_x(coords):
+            space = latlon_to_xyz(coords) if spherical else coords
+            return np.concatenate([space, np.full((len(coords), 1), t)], -1)
+
+        span = [float(np.ptp(g)) for g in task.grid]  # latitude, longitude
+        return FieldInputs(dim_x, list(names or task.space_dims), to_x,
+                           lambda x: {"s": x[..., :-1], "t": x[..., -1:]}, span)
+    if task is not None:
+        refusal = task_refusal(task)
+        if refusal:
+            raise BatchError(f"predict_field cannot build the inputs of this model: {refusal}")
+    span = None
+    box = getattr(task, "context_box", None)
+    if box is not None and np.shape(box) == (dim_x, 2):
+        span = [float(hi - lo) for lo, hi in np.asarray(box, np.float64)]
+    if names is not None and len(names) != dim_x:
+        raise BatchError(f"predict_field: {len(names)} input coordinate(s) {list(names)} given but the "
+                         f"model takes {dim_x} inputs")
+    return FieldInputs(dim_x, None if names is None else list(names), span=span)
+
+
+# ----------------------------------------------------------------------------- the grid
+def _open(source, what):
+    import xarray as xr
+
+    if isinstance(source, xr.DataArray):
+        return source.to_dataset(name=source.name if source.name is not None else "field"), "the given DataArray"
+    if isinstance(source, xr.Dataset):
+        return source, f"the given {what} Dataset"
+    if not isinstance(source, (str, os.PathLike)):
+        raise BatchError(f"{what} must be an xarray Dataset/DataArray or a netCDF path, got {type(source).__name__}")
+    if not os.path.isfile(source):
+        raise BatchError(f"{what} file {source} does not exist")
+    try:
+        return xr.open_dataset(source), str(source)
+    except Exception as exc:  # noqa: BLE001 the netCDF backends raise many types
+        raise BatchError(f"cannot read {what} file {source} as netCDF: {type(exc).__name__}: {exc}") from None
+
+
+def _numeric(values, where, name):
+    values = np.asarray(values)
+    if values.dtype.kind not in "fiu":
+        raise BatchError(f"{where}: coordinate {name!r} holds {values.dtype} values, not real numbers "
+                         "(a model input must be a number)")
+    values = values.astype(np.float64)
+    bad = ~np.isfinite(values) | (np.abs(values) > MAX_MAGNITUDE)
+    if bad.any():
+        raise BatchError(f"{where}: coordinate {name!r} has {int(bad.sum())} NaN/inf or huge value(s): a "
+                         "point without a place cannot be predicted")
+    return values
+
+
+class Grid:
+    """The targets of :func:`predict_field`: a grid's cells, their coordinates and (where
+    the grid has a variable) the mask of defined cells and the truth.
+
+    ``dims``/``shape``: the grid's dims; ``names``: the input coordinates (one per input
+    column of :class:`FieldInputs`); ``variable``: the field's name or None."""
+
+    def __init__(self, source, names=None, variable=None, num_inputs=None, max_cells=None):
+        max_cells = MAX_GRID_CELLS if max_cells is None else max_cells
+        ds, self.where = _open(source, "grid")
+        self.dataset = ds
+        data_vars = [str(v) for v in ds.data_vars]
+        if variable is None and len(data_vars) > 1:
+            raise BatchError(f"grid {self.where} has {len(data_vars)} variables {data_vars}: name the field "
+                             "(variable=, --variable)")
+        if variable is not None and variable not in data_vars:
+            raise BatchError(f"grid {self.where} has no variable {variable!r}; variables: {data_vars}")
+        self.variable = variable if variable is not None else (data_vars[0] if data_vars else None)
+        field = None
+        if self.variable is not None:
+            field = ds[self.variable]
+            if field.dtype.kind not in "fiu":
+                raise BatchError(f"grid {self.where}: variable {self.variable!r} holds {field.dtype} values, "
+                                 "not real numbers")
+            field = field.squeeze(drop=False) if field.ndim > 1 else field
+        coord_names = [str(c) for c in ds.coords]
+        if names is None:
+            dims = list(field.dims) if field is not None else [d for d in ds.dims if d in ds.coords]
+            missing = [d for d in dims if d not in ds.coords]
+            if missing or not dims:
+                raise BatchError(f"grid {self.where}: dim(s) {missing or dims} have no coordinate values; the "
+                                 "targets are the grid's coordinates: give each dim a coordinate variable")
+            names = dims
+        else:
+            names = [_find(coord_names, n, lambda c: ds[c].attrs, f"grid {self.where}", "coordinate")
+                     for n in names]
+        if num_inputs is not None and len(names) != num_inputs:
+            raise BatchError(f"grid {self.where} has {len(names)} coordinate dim(s) {names} but the model takes "
+                             f"{num_inputs} input coordinate(s): give a grid with {num_inputs} dims, or name the "
+                             "input coordinates (inputs=, --x-columns)")
+        coord_dims = []
+        for n in names:
+            coord_dims += [d for d in ds[n].dims if d not in coord_dims]
+        dims = list(field.dims) if field is not None else coord_dims
+        outside = [d for d in coord_dims if d not in dims]
+        unused = [d for d in dims if d not in coord_dims]
+        if outside or unused or not dims:
+            raise BatchError(f"grid {self.where}: the input coordinates {names} span dims {coord_dims} but the "
+                             f"field {self.variable!r} has dims {dims}: they must match (select one value of "
+                             "any other dim)")
+        self.names, self.dims = names, tuple(dims)
+        self.shape = tuple(int(ds.sizes[d]) for d in self.dims)
+        cells = int(np.prod(self.shape, dtype=np.int64))
+        if cells > max_cells:
+            raise BatchError(f"grid {self.where} has {cells} cells ({' x '.join(map(str, self.shape))}), more than "
+                             f"the {max_cells} predict_field takes; predict a region at a time")
+        self.field = field
+        self.coords = [ds[n] for n in names]
+        for n, c in zip(names, self.coords):
+            _numeric(c.values, f"grid {self.where}", n)
+
+    def blocks(self, patch):
+        """Tuples of slices (one per dim) tiling the grid, ``patch[d]`` cells per dim."""
+        import itertools
+
+        starts = [range(0, n, p) for n, p in zip(self.shape, patch)]
+        for corner in itertools.product(*starts):
+            yield tuple(slice(a, min(a + p, n)) for a, p, n in zip(corner, patch, self.shape))
+
+    def inputs(self, block):
+        """``[cells, k]`` float64 input coordinates of the block's cells (C order)."""
+        index = dict(zip(self.dims, block))
+        shape = tuple(s.stop - s.start for s in block)
+        columns = []
+        for c in self.coords:
+            part = c.isel({d: index[d] for d in c.dims}).transpose(*[d for d in self.dims if d in c.dims])
+            values = np.asarray(part.values, np.float64)
+            expand = tuple(slice(None) if d in c.dims else None for d in self.dims)
+            columns.append(np.broadcast_to(values[expand], shape).reshape(-1))
+        return np.stack(columns, -1)
+
+    def values(self, block):
+        """The field's float64 values of the block (None without a field)."""
+        if self.field is None:
+            return None
+        return np.asarray(self.field.isel(dict(zip(self.dims, block))).transpose(*self.dims).values, np.float64)
+
+    def spacing(self, name):
+        """Median cell spacing of a 1-D coordinate ``name`` (None when not 1-D)."""
+        c = self.dataset[name]
+        if c.ndim != 1 or c.size < 2:
+            return None
+        step = np.median(np.abs(np.diff(np.asarray(c.values, np.float64))))
+        return float(step) if step > 0 else None
+
+    def close(self):
+        self.dataset.close()
+
+
+# ----------------------------------------------------------------------------- the context
+def read_context(source, names, value=None, where_grid=None):
+    """``(coords [N, k] float64, values [N] float64, attrs, name)`` of the observed context
+    points: a CSV path or DataFrame (columns ``names`` or their lat/lon aliases, and the
+    value column ``value``, default ``y``) or a field (xarray object or ``.nc`` path: its
+    variable ``value`` or its only one, every non-NaN cell). Rows with a NaN value are
+    unobserved and dropped; a NaN coordinate or an infinite value is an error."""
+    import pandas as pd
+    import xarray as xr
+
+    if isinstance(source, (str, os.PathLike)) and str(source).lower().endswith(".csv"):
+        if not os.path.isfile(source):
+            raise BatchError(f"context file {source} does not exist")
+        from taylorformer.prediction.query import _read_csv
+
+        source, where = _read_csv(source), str(source)
+    else:
+        where = "the context DataFrame" if isinstance(source, pd.DataFrame) else None
+    if isinstance(source, pd.DataFrame):
+        columns = [str(c) for c in source.columns]
+        frame = source.set_axis(columns, axis=1)
+        found = [_find(columns, n, lambda c: {}, where, "column") for n in names]
+        value = value or ("y" if "y" in columns else None)
+        if value is None or value not in columns:
+            raise BatchError(f"{where}: no value column {value or 'y'!r}; columns are {columns} (name it, "
+                             "--y-columns)")
+        coords = np.stack([_numeric(frame[c].to_numpy(), where, c) for c in found], -1) if len(frame) else \
+            np.zeros((0, len(names)))
+        values, attrs = frame[value].to_numpy(), {}
+    else:
+        ds, where = _open(source, "context")
+        variables = [str(v) for v in ds.data_vars]
+        if value is None and len(variables) == 1:
+            value = variables[0]
+        if value not in variables:
+            raise BatchError(f"context {where}: no variable {value!r}; variables: {variables} (name it, "
+                             "--y-columns)")
+        field = ds[value].squeeze(drop=False)
+        found = [_find([str(c) for c in ds.coords], n, lambda c: ds[c].attrs, f"context {where}", "coordinate")
+                 for n in names]
+        size = int(field.size)
+        if size > MAX_CONTEXT_POINTS:
+            raise BatchError(f"context {where}: {size} cells, more than {MAX_CONTEXT_POINTS} context points")
+        dims = [d for n in found for d in ds[n].dims]
+        extra = [d for d in field.dims if d not in dims]
+        if extra:
+            raise BatchError(f"context {where}: variable {value!r} has dims {list(field.dims)} beyond those of "
+                             f"the input coordinates {found}: select one value of {extra}")
+        grid = xr.broadcast(*[ds[n] for n in found], field)
+        coords = np.stack([_numeric(g.transpose(*field.dims).values.reshape(-1), f"context {where}", n)
+                           for g, n in zip(grid[:-1], found)], -1)
+        values, attrs = field.values.reshape(-1), dict(field.attrs)
+    values = np.asarray(values)
+    if values.dtype.kind not in "fiu":
+        raise BatchError(f"{where}: the values {value!r} hold {values.dtype} values, not real numbers")
+    values = values.astype(np.float64)
+    bad = np.isinf(values) | (np.abs(values) > MAX_MAGNITUDE)
+    if bad.any():
+        raise BatchError(f"{where}: {int(bad.sum())} infinite or huge value(s) of {value!r}, the first at "
+                         f"point {int(np.argmax(bad))} (NaN means not observed; inf is not a value)")
+    keep = ~np.isnan(values)
+    if not keep.any():
+        raise BatchError(f"{where}: no observed context point (every value of {value!r} is NaN, or none given)")
+    return coords[keep], values[keep], attrs, value
+
+
+# ----------------------------------------------------------------------------- output
+class _Writer:
+    """The output netCDF: the grid's coordinates and attributes, then the predictions
+    (and the truth) written block by block through h5netcdf."""
+
+    def __init__(self, path, grid, name, levels, attrs, options):
+        import h5netcdf
+        import xarray as xr
+
+        ds = grid.dataset
+        keep = {c: ds[c] for c in ds.coords if set(ds[c].dims) <= set(grid.dims)}
+        skeleton = xr.Dataset(coords={**keep, "quantile": ("quantile", np.asarray(levels, np.float64),
+                                                           {"long_name": "quantile level"})},
+                              attrs={**ds.attrs, **options})
+        skeleton.to_netcdf(path, engine="h5netcdf")
+        self.file = h5netcdf.File(path, "a")
+        chunks = tuple(min(n, 256) for n in grid.shape)
+        label = attrs.get("long_name", name)
+        units = {"units": attrs["units"]} if "units" in attrs else {}
+        self.variables = {}
+        specs = {f"{name}_mean": (grid.dims, {"long_name": f"predictive mean of {label}", **units}),
+                 f"{name}_stddev": (grid.dims, {"long_name": f"predictive standard deviation of {label}", **units}),
+                 f"{name}_quantiles": (("quantile",) + grid.dims,
+                                       {"long_name": f"predictive quantiles of {label}", **units})}
+        if grid.field is not None:
+            specs[grid.variable] = (grid.dims, dict(grid.field.attrs))
+        for key, (dims, var_attrs) in specs.items():
+            var = self.file.create_variable(key, dims, "f4", fillvalue=np.float32(np.nan),
+                                            chunks=((len(levels),) if dims[0] == "quantile" else ()) + chunks)
+            for k, v in var_attrs.items():
+                var.attrs[k] = v
+            self.variables[key] = var
+
+    def write(self, key, block, values):
+        index = (slice(None),) * (values.ndim - len(block)) + block
+        self.variables[key][index] = values.astype(np.float32)
+
+    def close(self):
+        self.file.close()
+
+
+class _Progress:
+    """One stderr line: cells done of the total, elapsed and remaining time; redrawn in
+    place on a terminal, a new line every 10% otherwise; nothing when not ``enabled``."""
+
+    def __init__(self, total, enabled, stream=None):
+        self.total, self.done, self.enabled = total, 0, enabled and total > 0
+        self.stream = stream or sys.stderr
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+        self.start, self.shown = time.monotonic(), -1
+
+    def add(self, n):
+        self.done += n
+        if not self.enabled:
+            return
+        tenth = 10 * self.done // self.total
+        if not self.tty and tenth == self.shown:
+            return
+        self.shown = tenth
+        elapsed = time.monotonic() - self.start
+        left = elapsed * (self.total - self.done) / max(self.done, 1)
+        line = (f"predict_field: {self.done}/{self.total} cells ({100 * self.done / self.total:.0f}%), "
+                f"{elapsed:.0f}s elapsed, ~{left:.0f}s left")
+        self.stream.write(("\r" + line + ("\n" if self.done >= self.total else "")) if self.tty else line + "\n")
+        self.stream.flush()
+
+
+# ----------------------------------------------------------------------------- predicting
+def _bucket(n):
+    """The padded size of ``n`` context points: the next power of two >= :data:`MIN_BUCKET`."""
+    return max(MIN_BUCKET, 1 << int(np.ceil(np.log2(max(n, 1)))))
+
+
+def _per_input(owner, key, value, names, default):
+    """``value`` (a number or one per name) as a float64 ``[k]`` array; ``default`` when None."""
+    if value is None:
+        return np.asarray(default, np.float64)
+    if isinstance(value, dict):
+        unknown = [n for n in value if n not in names]
+        if unknown:
+            raise BatchError(f"{owner} {key!r} names {unknown}; the input coordinates are {names}")
+        value = [value.get(n, d) for n, d in zip(names, default)]
+    array = np.broadcast_to(np.asarray(value, np.float64), (len(names),)) if np.ndim(value) == 0 else \
+        np.asarray(value, np.float64)
+    if array.shape != (len(names),):
+        raise BatchError(f"{owner} {key!r} must be one number or one per input coordinate {names}, got {value!r}")
+    return array
+
+
+def predict_field(model, context, grid, output=None, *, task=None, normaliser=None, inputs=None,
+                  variable=None, value=None, time_input=None, padding=None, patch=None,
+                  levels=DEFAULT_LEVELS, chunk_size=4096, spread_scale=None, max_cells=None,
+                  progress=True, seed=0):
+    """Predict the field of ``grid`` from ``context`` with ``model``; returns the
+    ``xarray.Dataset`` of ``output`` (opened lazily: close it) or, with ``output`` None, the
+    result loaded in memory (small grids). See the module docstring.
+
+    ``task``: the run's task, for the normaliser (:func:`field_normaliser`), the inputs
+    (:func:`field_inputs`) and the training span behind the default ``padding``/``patch``;
+    ``normaliser``: that dict given directly (default: the task's, or identity).
+    ``inputs``: the grid coordinates that are the model's inputs, in order; ``variable``:
+    the grid's field; ``value``: the context's value column/variable (default the grid
+    variable's name, else ``y``); ``time_input``: the gridded task's time input.
+    ``padding``: coordinate units added on every side of a tile for its window (one
+    number or one per input coordinate; ``float("inf")``: the whole context); ``patch``:
+    tile cells per grid dim. ``levels``: quantile levels; ``chunk_size``: targets per
+    forward pass; ``spread_scale``: a recalibration ``[Dy]`` (:mod:`taylorformer.prediction.calibration`);
+    ``max_cells``: refuse a larger grid (default :data:`MAX_GRID_CELLS`)."""
+    from taylorformer.prediction.calibration import apply_spread_scale
+    from taylorformer.workflow.run_dir import atomic_path, check_output_path
+
+    check_int("predict_field", "chunk_size", chunk_size)
+    max_cells = check_int("predict_field", "max_cells", MAX_GRID_CELLS if max_cells is None else max_cells)
+    levels = tuple(float(q) for q in levels)
+    if not (levels and all(0.0 < q < 1.0 for q in levels)):
+        raise BatchError(f"predict_field 'levels' must be probabilities in (0, 1), got {list(levels)}")
+    if model.dim_y != 1:
+        raise BatchError(f"predict_field predicts one variable; this model has {model.dim_y} outputs")
+    spec = field_inputs(task, model.dim_x, inputs, time_input)
+    norm = dict(normaliser or field_normaliser(task, model.dim_x, model.dim_y))
+    x_offset, x_scale = (np.asarray(norm[k], np.float64) for k in ("x_offset", "x_scale"))
+    y_offset, y_scale = (float(np.asarray(norm[k], np.float64).reshape(-1)[0]) for k in ("y_offset", "y_scale"))
+    if output is not None:
+        if not str(output).lower().endswith(".nc"):
+            raise BatchError(f"predict_field output {output} must be a netCDF file (.nc)")
+        reads = [s for s in (grid, context) if isinstance(s, (str, os.PathLike))]
+        check_output_path(output, "output", reads=reads)
+    target = Grid(grid, spec.names, variable, num_inputs=None if spec.names else model.dim_x, max_cells=max_cells)
+    try:
+        names = target.names
+        coords, values, ctx_attrs, value_name = read_context(context, names, value or target.variable, target.where)
+        name = target.variable or value_name  # the outputs' prefix: the field's name
+        attrs = dict(target.field.attrs) if target.field is not None else ctx_attrs
+        span = spec.span  # one per input coordinate, in the order of names
+        known = span is not None and len(span) == len(names) and all(s > 0 for s in span)
+        pad = _per_input("predict_field", "padding", padding, names,
+                         [s / 2 for s in span] if known else [np.inf] * len(names))
+        if np.any(np.isnan(pad)) or np.any(pad < 0):
+            raise BatchError(f"predict_field 'padding' must be >= 0 (coordinate units), got {padding!r}")
+        default_patch = []
+        for d in target.dims:
+            owner = next((i for i, c in enumerate(target.coords) if c.dims == (d,)), None)
+            step = target.spacing(names[owner]) if owner is not None else None
+            side = DEFAULT_PATCH_SIDE
+            if known and step is not None and np.isfinite(pad[owner]):
+                side = int(np.clip(round(span[owner] / 2 / step), 1, MAX_PATCH_SIDE))
+            default_patch.append(side)
+        if patch is None:
+            tiles = default_patch
+        else:
+            tiles = [int(p) for p in np.broadcast_to(np.asarray(patch), (len(target.dims),))] \
+                if np.ndim(patch) == 0 else [int(p) for p in patch]
+            if len(tiles) != len(target.dims) or any(p < 1 for p in tiles):
+                raise BatchError(f"predict_field 'patch' must be one int >= 1 or one per grid dim "
+                                 f"{list(target.dims)}, got {patch!r}")
+        options = {"taylorformer_inputs": ",".join(names), "taylorformer_padding": ",".join(f"{p:g}" for p in pad),
+                   "taylorformer_patch": ",".join(map(str, tiles))}
+        with contextlib.ExitStack() as stack:
+            path = stack.enter_context(atomic_path(output)) if output is not None else \
+                os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "field.nc")
+            writer = _Writer(path, target, name, levels, attrs, options)
+            try:
+                _predict_blocks(model, target, writer, name, coords, values, spec, pad, tiles, levels,
+                                chunk_size, seed, progress, (x_offset, x_scale, y_offset, y_scale), spread_scale,
+                                apply_spread_scale)
+            finally:
+                writer.close()
+            if output is None:
+                import xarray as xr
+
+                return xr.load_dataset(path)
+    finally:
+        target.close()
+    import xarray as xr
+
+    return xr.open_dataset(output)
+
+
+def _predict_blocks(model, grid, writer, name, coords, values, spec, pad, tiles, levels, chunk_size, seed,
+                    progress, affine, spread_scale, apply_spread_scale):
+    """Predict and write every tile of ``grid`` (see :func:`predict_field`)."""
+    x_offset, x_scale, y_offset, y_scale = affine
+    # quantiles of y_scale * z + y_offset: a negative scale swaps the levels
+    z_levels = tuple(1.0 - q for q in levels) if y_scale < 0 else levels
+    yc_all = ((values - y_offset) / y_scale).astype(np.float32)
+    bar = _Progress(int(np.prod(grid.shape, dtype=np.int64)), progress)
+    # every tile's targets padded to a full tile's (in whole chunks): one compiled target shape
+    full = int(np.prod([min(t, n) for t, n in zip(tiles, grid.shape)]))
+    t_size = -(-full // chunk_size) * chunk_size if full > chunk_size else full
+    for block in grid.blocks(tiles):
+        shape = tuple(s.stop - s.start for s in block)
+        truth = grid.values(block)
+        defined = np.ones(shape, bool) if truth is None else ~np.isnan(truth)
+        if truth is not None:
+            writer.write(name if grid.variable is None else grid.variable, block, truth)
+        if not defined.any():
+            bar.add(int(np.prod(shape)))
+            continue  # every output there stays NaN (the file's fill value)
+        cells = grid.inputs(block)[defined.reshape(-1)]
+        lo, hi = cells.min(0) - pad, cells.max(0) + pad
+        inside = np.all((coords >= lo) & (coords <= hi), axis=1)
+        to_model = lambda c: ((spec.to_x(c) - x_offset) / x_scale).astype(np.float32)  # noqa: E731
+        xt, xc, yc = to_model(cells), to_model(coords[inside]), yc_all[inside]
+        # padded (masked context, repeated targets): one compiled forward pass per bucket, not per tile
+        nc, nt = len(xc), len(xt)
+        if nc:
+            size = _bucket(nc)
+            xc = np.concatenate([xc, np.repeat(xc[:1], size - nc, 0)])
+            yc = np.concatenate([yc, np.full(size - nc, np.nan, np.float32)])  # NaN: not observed
+        xt = np.concatenate([xt, np.repeat(xt[:1], t_size - nt, 0)])
+        query = {"xc": xc[None], "yc": yc[None, :, None], "xt": xt[None]}
+        for key, part in spec.groups(query["xc"]).items():
+            query[key + "c"] = part
+        for key, part in spec.groups(query["xt"]).items():
+            query[key + "t"] = part
+        out = predict_query(model, query, levels=z_levels, chunk_size=chunk_size, seed=seed, verbose=0)
+        if spread_scale is not None:
+            out = apply_spread_scale(out, spread_scale)
+        mean = out["mean"][0, :nt, 0] * y_scale + y_offset
+        stddev = out["stddev"][0, :nt, 0] * abs(y_scale)
+        quantiles = out["quantiles"][:, 0, :nt, 0] * y_scale + y_offset
+        for key, result in ((f"{name}_mean", mean), (f"{name}_stddev", stddev)):
+            full = np.full(shape, np.nan, np.float64)
+            full[defined] = result
+            writer.write(key, block, full)
+        full = np.full((len(levels),) + shape, np.nan, np.float64)
+        full[:, defined] = quantiles
+        writer.write(f"{name}_quantiles", block, full)
+        bar.add(int(np.prod(shape)))
+
+
+def predict_field_run(run_dir, grid, context, output, checkpoint="best", recalibration=True, **options):
+    """:func:`predict_field` with the model, task (normaliser, inputs, training span) and
+    stored recalibration of a run (a directory with a model file alone: the model's own
+    units, inputs the grid dims' coordinates); ``output`` a new ``.nc`` file (never one of
+    the run's or one it reads). Returns ``(output, cells)``."""
+    from taylorformer.prediction import calibration
+    from taylorformer.workflow.run_dir import RunDirectory, check_output_path
+    from taylorformer.workflow.runs import load_run
+
+    if not str(output).lower().endswith(".nc"):
+        raise BatchError(f"--output {output}: predictions on a grid are written as netCDF; name a .nc file")
+    check_output_path(output, "--output", reads=(grid, context), run_dir=run_dir)
+    record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
+    run = RunDirectory(run_dir)
+    if os.path.isfile(run.file("config.json")):
+        model, task, _ = load_run(run_dir, checkpoint)
+    else:  # a directory holding a model file alone: its inputs and outputs are the model's own
+        model, task = run.load_model(checkpoint), None
+    with predict_field(model, context, grid, output, task=task,
+                       spread_scale=None if record is None else record["scale"], **options) as result:
+        cells = int(np.prod([result.sizes[d] for d in result[next(iter(result.data_vars))].dims
+                             if d != "quantile"]))
+    return output, cells

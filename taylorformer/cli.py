@@ -1,5 +1,5 @@
 """The ``taylorformer`` command line: plugins, train, evaluate, plot, predict, place, export,
-replicate.
+info, replicate.
 
 A library error (and a bad file or value given by the user) is one line ``error: ...`` on
 stderr with exit code 2, as is a bad argument; any other exception is one line with exit
@@ -301,6 +301,17 @@ def _cmd_export(args):
     return 0
 
 
+def _cmd_info(args):
+    from taylorformer import model_card
+
+    info = model_card.run_info(args.target)
+    if args.json:
+        _print_json(info)
+    else:
+        print(model_card.format_info(info))
+    return 0
+
+
 def budget(text):
     """An argparse type: ``paper``, ``small`` or a number of training steps >= 1."""
     if text in ("paper", "small"):
@@ -589,6 +600,17 @@ def build_parser():
     p.add_argument("--checkpoint", choices=["best", "model"], default="best")
     p.set_defaults(func=_cmd_export)
 
+    p = command("info", help="print a run's (or a model file's) model card and normaliser",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="The model card (data, training, metrics at save time, the final "
+                            "evaluation, versions)\nand the normaliser (names, units, offsets and "
+                            "scales between the data's units and the\nmodel's) saved in a model "
+                            "file; for a run directory, its best.keras (else model.keras).\nRead "
+                            "from the file alone: no TensorFlow, no task data.")
+    p.add_argument("target", metavar="RUN_OR_MODEL_FILE")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_info, tensorflow=False)
+
     from taylorformer.replication import DEFAULT_RESULTS
 
     p = command("replicate", help="train and evaluate a published table row; --list shows the rows",
@@ -630,7 +652,8 @@ def main(argv=None):
         parser.print_help()
         return 0
     try:
-        start_tensorflow(debug=args.debug)
+        if getattr(args, "tensorflow", True):  # info reads a zip: no TensorFlow
+            start_tensorflow(debug=args.debug)
         return args.func(args)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

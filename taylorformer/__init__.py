@@ -7,6 +7,7 @@ Front door::
     dist = model.predict_distribution(batch)      # tfp Distribution over yt
     ll = tfm.loglik(model, batch)                 # [batch] mean log-lik per target
     out = tfm.predict(model, batch, num_samples=20)
+    out = tfm.predict_data(model, xc, yc, xt)     # raw data in, data units out (model.normaliser)
     model.compile(optimizer="adamw"); model.fit(task.dataset("train", batch_size=16), ...)
     tfm.train("tnp-d", "gp", steps=2000)          # the CLI's run-directory training
     tfm.replicate("taylorformer-gp-eq", budget="small")  # a published table row (docs/replication.md)
@@ -47,6 +48,8 @@ _LAZY = {
     "resolve_spec": "taylorformer.spec",
     "loglik": "taylorformer.inference",
     "predict": "taylorformer.inference",
+    "predict_data": "taylorformer.query",
+    "Normaliser": "taylorformer.normaliser",
     "train": "taylorformer.training",
     "Trainer": "taylorformer.training",
     "TrainConfig": "taylorformer.training",

@@ -199,6 +199,7 @@ def _cmd_train(args):
     if args.no_eval:
         return 0
     result = runs.evaluate_run(trainer.out_dir, num_batches=args.eval_batches)
+    runs.record_evaluation(trainer.out_dir, result)
     _print_json(result)
     if "gap_to_gt" in result:
         print(f"log-likelihood {result['loglik']['mean']:.3f} +- {1.96 * result['loglik']['stderr']:.3f}; "

@@ -521,7 +521,8 @@ class StationsTask(Task):
                 "coordinates": {"station": self.station_column, "space": ["latitude", "longitude"],
                                 "space_inputs": self.space, "time": "hours since the first timestamp",
                                 "time_columns": list(self.time_columns)},
-                "source": self._source, "split_sizes": {s: hi - lo for s, (lo, hi) in self.split_bounds.items()},
+                "source": self.path or f"dataset {self.dataset_name!r}",
+                "split_sizes": {s: hi - lo for s, (lo, hi) in self.split_bounds.items()},
                 "split_unit": "rows"}
 
     def window_starts(self, split):

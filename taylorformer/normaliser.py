@@ -32,6 +32,8 @@ from taylorformer.errors import SpecError
 FORMAT = 1
 #: what ``x`` is, for a task that gives no x normaliser
 X_AS_BUILT = "the model's inputs as the task builds them (no affine map)"
+#: batch keys of feature groups besides x (space/time positions) a task may give a model
+GROUP_KEYS = ("sc", "tc", "st", "tt")
 #: largest name/unit/description text kept, and the most dims a saved normaliser holds
 MAX_TEXT = 1000
 MAX_DIM = 4096
@@ -84,6 +86,7 @@ class Normaliser:
     time: dict = None
     coordinates: dict = None
     task: dict = None
+    groups: list = None
 
     def __post_init__(self):
         for key in ("x_offset", "x_scale", "y_offset", "y_scale"):
@@ -113,6 +116,10 @@ class Normaliser:
             value = getattr(self, key)
             if value is not None and not isinstance(value, dict):
                 raise SpecError(f"normaliser {key!r} must be a dict or None, got {value!r:.200}")
+        groups = list(self.groups or [])
+        if not all(g in GROUP_KEYS for g in groups):
+            raise SpecError(f"normaliser groups must be among {list(GROUP_KEYS)}, got {self.groups!r:.200}")
+        self.groups = groups
 
     # ------------------------------------------------------------------ dims
     @property
@@ -179,7 +186,8 @@ class Normaliser:
                 "y_offset": self.y_offset.tolist(), "y_scale": self.y_scale.tolist(),
                 "x_names": list(self.x_names), "y_names": list(self.y_names),
                 "x_units": list(self.x_units), "y_units": list(self.y_units), "x_is": self.x_is,
-                "time": self.time, "coordinates": self.coordinates, "task": self.task}
+                "time": self.time, "coordinates": self.coordinates, "task": self.task,
+                "groups": list(self.groups)}
 
     @classmethod
     def from_dict(cls, data, where="normaliser"):
@@ -207,7 +215,8 @@ class Normaliser:
                        y_names=data.get("y_names") or default_names("y", dy),
                        x_units=data.get("x_units") or [None] * dx, y_units=data.get("y_units") or [None] * dy,
                        x_is=data.get("x_is", "raw inputs"), time=data.get("time"),
-                       coordinates=data.get("coordinates"), task=data.get("task"))
+                       coordinates=data.get("coordinates"), task=data.get("task"),
+                       groups=data.get("groups"))
         except SpecError as exc:
             raise SpecError(f"{where}: {exc}") from None
 
@@ -247,12 +256,14 @@ class Normaliser:
             raise SpecError(f"{where}: data_description() x_offset/x_scale must be [{dim_x}], got "
                             f"{x_offset.shape} and {x_scale.shape}")
         x_is = info.get("x_is", "raw inputs" if "x_offset" in info else X_AS_BUILT)
+        extra = task.extra_signature() if callable(getattr(task, "extra_signature", None)) else {}
+        groups = [k for k in GROUP_KEYS if k in extra]
         return cls(x_offset, x_scale, y_offset, y_scale,
                    x_names=info.get("x_names") or default_names("x", dim_x),
                    y_names=info.get("y_names") or default_names("y", dim_y),
                    x_units=info.get("x_units") or [None] * dim_x, y_units=info.get("y_units") or [None] * dim_y,
                    x_is=x_is, time=_jsonable(info.get("time")), coordinates=_jsonable(info.get("coordinates")),
-                   task=_jsonable(task_info))
+                   task=_jsonable(task_info), groups=groups)
 
     # ------------------------------------------------------------------ text
     def describe(self):
@@ -270,6 +281,8 @@ class Normaliser:
         if self.coordinates:
             lines.append("coordinates: " + ", ".join(f"{k} {v}" for k, v in self.coordinates.items()
                                                      if v is not None))
+        if self.groups:
+            lines.append(f"feature groups besides x: {', '.join(self.groups)} (space/time positions)")
         if self.task:
             lines.append(f"task: {self.task.get('name')} {json.dumps(self.task.get('config'), default=str)}")
         return lines

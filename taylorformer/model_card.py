@@ -89,13 +89,12 @@ def data_card(task):
     """The card's ``data`` entry of a task object: its name and config, and from its
     optional ``data_description()`` the source, split sizes and their unit, with the
     source file's checksum where it is a file."""
-    from taylorformer.normaliser import _jsonable
-    from taylorformer.runs import task_record
+    from taylorformer.normaliser import _jsonable, task_info_of
 
-    record = task_record(task)
+    record = task_info_of(task)
     info = task.data_description() if callable(getattr(task, "data_description", None)) else {}
     source = info.get("source")
-    data = {"task": record["task"], "task_config": record["task_config"],
+    data = {"task": record["name"], "task_config": record["config"],
             "source": None if source is None else str(source),
             "checksum": file_checksum(source) if isinstance(source, (str, os.PathLike)) else None,
             "split_sizes": info.get("split_sizes"), "split_unit": info.get("split_unit")}

@@ -235,13 +235,10 @@ class Normaliser:
     def from_task(cls, task, dim_x, dim_y):
         """The normaliser of ``task``'s data (see the module docstring); the identity for
         ``task=None``."""
-        from taylorformer.runs import task_record
-
         if task is None:
             return cls.identity(dim_x, dim_y)
         where = f"task {getattr(task, 'name', type(task).__name__)!r}"
-        record = task_record(task)
-        task_info = {"name": record["task"], "config": record["task_config"]}
+        task_info = task_info_of(task)
         if callable(getattr(task, "to_original_units", None)):
             y_offset, y_scale = _probe_affine(task.to_original_units, dim_y, where)
         else:
@@ -286,6 +283,17 @@ class Normaliser:
         if self.task:
             lines.append(f"task: {self.task.get('name')} {json.dumps(self.task.get('config'), default=str)}")
         return lines
+
+
+def task_info_of(task):
+    """``{"name", "config"}`` of a task object: its ``name`` (else its class name) and its
+    ``get_config()`` where that is JSON (None otherwise: in-memory data)."""
+    config = task.get_config() if callable(getattr(task, "get_config", None)) else None
+    try:
+        json.dumps(config)
+    except (TypeError, ValueError):
+        config = None
+    return {"name": getattr(task, "name", None) or type(task).__name__, "config": config}
 
 
 def _jsonable(value):

@@ -247,3 +247,29 @@ def test_model_normaliser_dims_checked():
         model.normaliser = None  # no normaliser: allowed
     with pytest.raises(ModelFileError):
         read_model_file(OLD + ".missing")
+
+
+def test_gridded_names_units_and_coordinates_from_netcdf_attributes(tmp_path):
+    """A field's variable and coordinate ``units`` attributes, its dims and its time axis
+    reach the normaliser; y's offset and scale are the task's mean and std."""
+    import xarray as xr
+
+    from taylorformer.tasks.gridded import GriddedTask
+
+    rng = np.random.default_rng(0)
+    times = pd.date_range("2020-01-01", periods=20, freq="6h")
+    field = xr.Dataset({"t2m": (("time", "latitude", "longitude"), 280 + 5 * rng.normal(size=(20, 4, 5)),
+                                {"units": "K"})},
+                       coords={"time": times, "latitude": ("latitude", [50.0, 51.0, 52.0, 53.0],
+                                                           {"units": "degrees_north"}),
+                               "longitude": ("longitude", np.arange(5.0), {"units": "degrees_east"})})
+    field.to_netcdf(tmp_path / "field.nc")
+    task = GriddedTask(path=str(tmp_path / "field.nc"), num_context=(2, 4), num_target=4)
+    norm = Normaliser.from_task(task, task.dim_x, task.dim_y)
+    assert norm.y_labels() == ["t2m [K]"]
+    assert norm.x_labels() == ["latitude [degrees_north]", "longitude [degrees_east]", "window_position"]
+    assert norm.coordinates["space"] == ["latitude", "longitude"] and norm.coordinates["time"] == "time"
+    assert norm.time["frequency"].lower() == "6h" and norm.time["origin"].startswith("2020-01-01")
+    assert norm.groups == ["sc", "tc", "st", "tt"] and norm.identity_x
+    np.testing.assert_allclose([norm.y_offset[0], norm.y_scale[0]],
+                               [np.ravel(task.mean)[0], np.ravel(task.std)[0]], rtol=1e-12)

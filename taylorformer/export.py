@@ -168,15 +168,19 @@ def export_model(model, output, normaliser=None, extra=None):
     """Write ``model`` (a conditional NP) as a SavedModel to the new or empty directory
     ``output`` (written beside it, then renamed into place); returns ``output``.
 
-    ``normaliser``: :func:`task_normaliser`'s dict (default: identity, the model's own
-    units); ``extra``: JSON entries added to ``assets/normaliser.json`` (e.g. the task)."""
+    ``normaliser``: :func:`task_normaliser`'s dict (default: the model's own
+    ``model.normaliser``, saved in its model file; identity, the model's own units, for a
+    model without one); ``extra``: JSON entries added to ``assets/normaliser.json`` (e.g.
+    the task)."""
     import tensorflow as tf
 
     refusal = export_refusal(model)
     if refusal:
         raise ExportError(f"cannot export: {refusal}")
     output = check_output_dir(output)
-    normaliser = dict(normaliser or task_normaliser(None, model.dim_x, model.dim_y))
+    own = getattr(model, "normaliser", None)
+    normaliser = dict(normaliser or (own.to_dict() if own is not None
+                                     else task_normaliser(None, model.dim_x, model.dim_y)))
     missing = [k for k in ("x_offset", "x_scale", "y_offset", "y_scale") if k not in normaliser]
     if missing:
         raise ExportError(f"export normaliser needs x_offset, x_scale, y_offset, y_scale; missing {missing}")

@@ -531,11 +531,13 @@ def build_parser():
                 formatter_class=argparse.RawDescriptionHelpFormatter,
                 description="Predictive mean, stddev, quantiles (and samples) of a run's model at the "
                             "inputs of a file,\ngiven a context; conditional models go through the "
-                            "inputs --chunk-size at a time.",
+                            "inputs --chunk-size at a time.\nRaw data in, the data's units out: the "
+                            "model file's normaliser maps both ways\n(taylorformer info RUN shows it; "
+                            "docs/units.md).",
                 epilog="Files (by extension): .npz/.nc arrays named xc, yc (context) and xt (inputs),\n"
                        "each [N, D] or [B, N, D]; .csv one row per point, columns x or x0, x1, ... and,\n"
-                       "in a context file, y or y0, y1, ...; .npy the inputs xt alone. Output .csv\n"
-                       "(one task), .npz or .nc.")
+                       "in a context file, y or y0, y1, ... (or the model's variable names); .npy the\n"
+                       "inputs xt alone. Output .csv (one task), .npz or .nc.")
     p.add_argument("run_dir")
     p.add_argument("--input", required=True, metavar="FILE", help="inputs to predict at (and the context)")
     p.add_argument("--output", required=True, metavar="FILE", help="where to write the predictions")

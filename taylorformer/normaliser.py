@@ -220,9 +220,6 @@ class Normaliser:
         except SpecError as exc:
             raise SpecError(f"{where}: {exc}") from None
 
-    def to_json(self):
-        return json.dumps(self.to_dict())
-
     # ------------------------------------------------------------------ building
     @classmethod
     def identity(cls, dim_x, dim_y, task=None):
@@ -310,11 +307,6 @@ def _jsonable(value):
 
     return json.loads(json.dumps(value, default=default, allow_nan=True),
                       parse_constant=lambda c: None)
-
-
-def of_model(model):
-    """``model.normaliser`` (a :class:`Normaliser`) or None for a model without one."""
-    return getattr(model, "normaliser", None)
 
 
 def series_time(dates, timezone=None, column=None, **extra):

@@ -273,3 +273,43 @@ def test_gridded_names_units_and_coordinates_from_netcdf_attributes(tmp_path):
     assert norm.groups == ["sc", "tc", "st", "tt"] and norm.identity_x
     np.testing.assert_allclose([norm.y_offset[0], norm.y_scale[0]],
                                [np.ravel(task.mean)[0], np.ravel(task.std)[0]], rtol=1e-12)
+
+
+def _strip_to_old_format(path):
+    """Rewrite the model file ``path`` as the code before normalisers wrote it: its
+    config.json without ``normaliser`` and ``model_card`` (weights untouched)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as source:
+        items = [(item, source.read(item)) for item in source.infolist()]
+    with zipfile.ZipFile(path, "w") as target:
+        for item, data in items:
+            if item.filename == "config.json":
+                config = json.loads(data)
+                for key in ("normaliser", "model_card"):
+                    config["config"].pop(key)
+                data = json.dumps(config).encode()
+            target.writestr(item, data)
+
+
+def test_old_format_run_directory_behaves_as_before(run, tmp_path):
+    """A run directory whose model files predate normalisers: info says so; predict takes
+    and writes the model's units (a warning says so), equal to predict_query."""
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    for name in ("best.keras", "model.keras"):
+        _strip_to_old_format(old / name)
+    code, text, _ = _cli("info", str(old))
+    assert code == 0 and "note: no normaliser saved" in text and "normaliser:" not in text
+    model, _, _ = load_run(str(old))
+    assert model.normaliser is None
+    rng = np.random.default_rng(1)
+    z = {"xc": rng.normal(size=(1, 6, 2)).astype(np.float32), "yc": rng.normal(size=(1, 6, 1)).astype(np.float32),
+         "xt": rng.normal(size=(1, 3, 2)).astype(np.float32)}
+    np.savez(tmp_path / "query.npz", **z)
+    with pytest.warns(UserWarning, match="no saved normaliser"):
+        code, _, err = _cli("predict", str(old), "--input", str(tmp_path / "query.npz"), "--output",
+                            str(tmp_path / "out.npz"))
+    assert code == 0, err
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["mean"], predict_query(model, z, verbose=0)["mean"],
+                               rtol=1e-5)

@@ -241,13 +241,17 @@ def format_info(info):
             keys = ("steps", "batch_size", "learning_rate", "seed")
             lines.append("training: " + ", ".join(f"{k} {training[k]}" for k in keys if k in training))
         if card.get("metrics"):
-            lines.append(f"metrics at save time: {_metrics_text(card['metrics'])}")
+            lines.append(f"metrics at save time (the model's units): {_metrics_text(card['metrics'])}")
         evaluation = card.get("evaluation")
         if evaluation:
-            lines.append(f"final evaluation ({evaluation.get('split', 'test')} split): "
-                         + _metrics_text({k: evaluation.get(k) for k in ("loglik", "rmse", "coverage95",
-                                                                          "num_tasks")}))
-            for name, values in (evaluation.get("data_units") or {}).get("outputs", {}).items():
+            data_units = evaluation.get("data_units") or {}
+            lines.append(f"final evaluation ({evaluation.get('split', 'test')} split"
+                         + ("; loglik, rmse in the model's standardised units" if data_units else "")
+                         + "): " + _metrics_text({k: evaluation.get(k) for k in ("loglik", "rmse", "coverage95",
+                                                                                   "num_tasks")}))
+            if data_units:
+                lines.append(f"  in the data's units: {_metrics_text({'loglik': data_units.get('loglik')})}")
+            for name, values in data_units.get("outputs", {}).items():
                 lines.append(f"  {name}: {_metrics_text(values)}")
         versions_ = card.get("versions") or {}
         lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions_.items()))

@@ -182,7 +182,9 @@ def test_final_evaluation_recorded_in_the_card(run, tmp_path):
     after = load_model(str(copy / "best.keras"))  # the weights are untouched
     for a, b in zip(before.weights, after.weights):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert "final evaluation (test split)" in _cli("info", str(copy))[1]
+    text = _cli("info", str(copy))[1]
+    assert "final evaluation (test split; loglik, rmse in the model's standardised units)" in text
+    assert "in the data's units: loglik" in text
 
 
 def test_old_model_file_loads_without_normaliser():

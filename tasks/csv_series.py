@@ -523,6 +523,30 @@ class CSVSeriesTask(Task):
 
         return {"window_start": tf.TensorSpec([None], tf.int64)}
 
+    def data_description(self):
+        """What the model's numbers mean (:class:`taylorformer.normaliser.Normaliser`):
+        ``x`` = [window position, covariates (z-scores of the training rows), calendar
+        features], so the covariates map back affinely and the rest are as built; names
+        from the columns (a CSV gives no units); the series' dates; source and split sizes."""
+        from taylorformer.normaliser import series_time
+
+        per = 2 if self.calendar_encoding == "sincos" else 1
+        calendar = [f"{f}_{part}" for f in self.calendar_features
+                    for part in (("sin", "cos") if per == 2 else ("linear",))]
+        k = len(self.covariate_columns)
+        return {"x_offset": np.concatenate([[0.0], self.covariate_mean, np.zeros(len(calendar))]),
+                "x_scale": np.concatenate([[1.0], self.covariate_std, np.ones(len(calendar))]),
+                "x_names": ["position"] + list(self.covariate_columns) + calendar,
+                "x_is": (f"position in the window (-1 first context row, +1 last target row; "
+                         f"{self.context_length} context + {self.horizon} target rows)"
+                         + (", covariates in the data's units" if k else "")
+                         + (f", calendar features ({self.calendar_encoding})" if calendar else "")),
+                "y_names": list(self.target_columns),
+                "time": series_time(self.dates, self.timezone, self.date_column,
+                                    context_length=self.context_length, horizon=self.horizon),
+                "source": self.source, "split_sizes": {s: hi - lo for s, (lo, hi) in self.split_bounds.items()},
+                "split_unit": "rows"}
+
     @property
     def x(self):
         """``[C + H]`` float32 position input of every window: ``-1 + 2 j / (C + H - 1)``."""

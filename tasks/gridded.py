@@ -440,6 +440,34 @@ class GriddedTask(Task):
         """Undo the standardisation: float64 in the variable's units."""
         return np.asarray(y, np.float64) * self.std + self.mean
 
+    def data_description(self):
+        """What the model's numbers mean (:class:`taylorformer.normaliser.Normaliser`):
+        ``x`` = [space as stored (degrees) or unit vectors, window position] (no affine
+        map), the variable's and coordinates' names and netCDF ``units``, the time axis,
+        source and split sizes (time steps)."""
+        from taylorformer.normaliser import series_time
+
+        def units(obj):
+            unit = getattr(obj, "attrs", {}).get("units")
+            return str(unit) if unit is not None else None
+
+        space = list(self.space_dims)
+        space_units = [units(self.data[d]) if d in self.data.coords else None for d in space]
+        if self.geographic and self.space == "xyz":
+            space, space_units = ["x_unit", "y_unit", "z_unit"], [None] * 3
+        times = self.times if np.issubdtype(np.asarray(self.times).dtype, np.datetime64) else None
+        return {"x_names": space + ["window_position"], "x_units": space_units + [None],
+                "x_is": (f"{'unit vectors on the sphere' if self.space == 'xyz' and self.geographic else 'coordinates as stored'}"
+                         f" ({', '.join(self.space_dims)}), then the position of the time step in "
+                         f"a window of {self.window_length} (-1 .. +1)"),
+                "y_names": [str(self.variable)], "y_units": [units(self.data)],
+                "time": series_time(times, column=self.time_dim, window_length=self.window_length),
+                "coordinates": {"space": list(self.space_dims), "time": self.time_dim, "space_inputs": self.space,
+                                "geographic": self.geographic},
+                "source": self.path or self.where,
+                "split_sizes": {s: hi - lo for s, (lo, hi) in self.split_bounds.items()},
+                "split_unit": "time steps"}
+
     def time_inputs(self):
         """``[W]`` float32 time inputs of a window's steps: ``-1 + 2 j / (W - 1)`` (0 for W = 1)."""
         w = self.window_length

@@ -508,6 +508,23 @@ class StationsTask(Task):
         """Undo the target scaling: ``[..., Dy]`` -> ``[..., Dy]`` float64 in file units."""
         return np.asarray(y, np.float64) * self.y_scale + self.y_offset
 
+    def data_description(self):
+        """What the model's numbers mean (:class:`taylorformer.normaliser.Normaliser`): ``x``
+        the scaled fixed effects as built, the targets' and inputs' column names, the
+        coordinates (space, time), source and split sizes (rows)."""
+        onehot = [f"{col}={cat}" for col in self.categorical_columns for cat in self.categories.get(col, [])]
+        names = list(self.input_names) + onehot
+        return {"x_names": names if len(names) == self.dim_x else None,
+                "x_is": f"calendar and covariate inputs scaled ({self.scaling}) with the training rows' "
+                        "statistics, then one-hot categories",
+                "y_names": list(self.target_columns),
+                "coordinates": {"station": self.station_column, "space": ["latitude", "longitude"],
+                                "space_inputs": self.space, "time": "hours since the first timestamp",
+                                "time_columns": list(self.time_columns)},
+                "source": self.path or f"dataset {self.dataset_name!r}",
+                "split_sizes": {s: hi - lo for s, (lo, hi) in self.split_bounds.items()},
+                "split_unit": "rows"}
+
     def window_starts(self, split):
         """``[n]`` int64 evaluation window starts of ``split`` (every ``eval_stride``-th row)."""
         if not (isinstance(split, str) and split in self.split_bounds):

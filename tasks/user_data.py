@@ -254,6 +254,14 @@ class ArraySetTask(Task):
     def to_original_units(self, y):
         return np.asarray(y, np.float64) * self.std + self.mean
 
+    def data_description(self):
+        """The x standardisation (:class:`taylorformer.normaliser.Normaliser`), the source
+        and the split sizes (points)."""
+        return {"x_offset": self.x_mean, "x_scale": self.x_std, "x_is": "raw inputs",
+                "source": "arrays (in memory)",
+                "split_sizes": {s: int(sum(len(g) for g in self.groups[s])) for s in SPLITS},
+                "split_unit": "points"}
+
     def sample(self, rng, batch_size, split):
         out = empty_batch(batch_size, self.max_context, self.max_target, self.dim_x, self.dim_y)
         pools = self.groups[split]

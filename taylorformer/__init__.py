@@ -7,6 +7,7 @@ Front door::
     dist = model.predict_distribution(batch)      # tfp Distribution over yt
     ll = tfm.loglik(model, batch)                 # [batch] mean log-lik per target
     out = tfm.predict(model, batch, num_samples=20)
+    out = tfm.predict_data(model, xc, yc, xt)     # raw data in, data units out (model.normaliser)
     model.compile(optimizer="adamw"); model.fit(task.dataset("train", batch_size=16), ...)
     tfm.train("tnp-d", "gp", steps=2000)          # the CLI's run-directory training
     tfm.evaluate_run("runs/x")                    # a finished run's metrics (JSON dict)
@@ -37,6 +38,7 @@ keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::
     prediction/       using a trained model: query, fields, placement, calibration, export
     workflow/         a training run: training, callbacks, run_dir, runs, evaluation
     plotting/         figures, one module per kind of data
+    the model file    normaliser (data units <-> model units), model_card (read without TensorFlow)
     the rest          cli (the command), tf_compat (private TF/Keras APIs), pixel_grid,
                       attention_executor (plugin API 1 names, re-exported from attention/)
 
@@ -66,6 +68,8 @@ _LAZY = {
     "resolve_spec": "taylorformer.spec",
     "loglik": "taylorformer.models.inference",
     "predict": "taylorformer.models.inference",
+    "predict_data": "taylorformer.prediction.query",
+    "Normaliser": "taylorformer.normaliser",
     "train": "taylorformer.workflow.training",
     "Trainer": "taylorformer.workflow.training",
     "TrainConfig": "taylorformer.workflow.training",

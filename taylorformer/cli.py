@@ -1,5 +1,5 @@
 """The ``taylorformer`` command line: plugins, train, evaluate, plot, predict (``--grid``: a
-field), plot-field, place, export, replicate.
+field), plot-field, place, export, info, replicate.
 
 A library error (and a bad file or value given by the user) is one line ``error: ...`` on
 stderr with exit code 2, as is a bad argument; any other exception is one line with exit
@@ -201,6 +201,7 @@ def _cmd_train(args):
     if args.no_eval:
         return 0
     result = runs.evaluate_run(trainer.out_dir, num_batches=args.eval_batches)
+    runs.record_evaluation(trainer.out_dir, result)
     _print_json(result)
     if "gap_to_gt" in result:
         print(f"log-likelihood {result['loglik']['mean']:.3f} +- {1.96 * result['loglik']['stderr']:.3f}; "
@@ -354,6 +355,17 @@ def _cmd_export(args):
     output = export.export_run(args.run_dir, args.output, checkpoint=args.checkpoint)
     print(f"SavedModel written to {output} (signatures serving_default(xc, yc, xt) and "
           "with_masks(xc, yc, xt, mask_c, mask_t); docs/export.md)")
+    return 0
+
+
+def _cmd_info(args):
+    from taylorformer import model_card
+
+    info = model_card.run_info(args.target)
+    if args.json:
+        _print_json(info)
+    else:
+        print(model_card.format_info(info))
     return 0
 
 
@@ -575,11 +587,13 @@ def build_parser():
                 formatter_class=argparse.RawDescriptionHelpFormatter,
                 description="Predictive mean, stddev, quantiles (and samples) of a run's model at the "
                             "inputs of a file,\ngiven a context; conditional models go through the "
-                            "inputs --chunk-size at a time.",
+                            "inputs --chunk-size at a time.\nRaw data in, the data's units out: the "
+                            "model file's normaliser maps both ways\n(taylorformer info RUN shows it; "
+                            "docs/units.md).",
                 epilog="Files (by extension): .npz/.nc arrays named xc, yc (context) and xt (inputs),\n"
                        "each [N, D] or [B, N, D]; .csv one row per point, columns x or x0, x1, ... and,\n"
-                       "in a context file, y or y0, y1, ...; .npy the inputs xt alone. Output .csv\n"
-                       "(one task), .npz or .nc.")
+                       "in a context file, y or y0, y1, ... (or the model's variable names); .npy the\n"
+                       "inputs xt alone. Output .csv (one task), .npz or .nc.")
     p.add_argument("run_dir")
     p.add_argument("--input", metavar="FILE", help="inputs to predict at (and the context)")
     p.add_argument("--output", required=True, metavar="FILE", help="where to write the predictions")
@@ -669,6 +683,17 @@ def build_parser():
     p.add_argument("--checkpoint", choices=["best", "model"], default="best")
     p.set_defaults(func=_cmd_export)
 
+    p = command("info", help="print a run's (or a model file's) model card and normaliser",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="The model card (data, training, metrics at save time, the final "
+                            "evaluation, versions)\nand the normaliser (names, units, offsets and "
+                            "scales between the data's units and the\nmodel's) saved in a model "
+                            "file; for a run directory, its best.keras (else model.keras).\nRead "
+                            "from the file alone: no TensorFlow, no task data.")
+    p.add_argument("target", metavar="RUN_OR_MODEL_FILE")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_info, tensorflow=False)
+
     from taylorformer.replication import DEFAULT_RESULTS
 
     p = command("replicate", help="train and evaluate a published table row; --list shows the rows",
@@ -710,7 +735,8 @@ def main(argv=None):
         parser.print_help()
         return 0
     try:
-        start_tensorflow(debug=args.debug)
+        if getattr(args, "tensorflow", True):  # info reads a zip: no TensorFlow
+            start_tensorflow(debug=args.debug)
         return args.func(args)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -59,6 +59,11 @@ class RunDirectoryError(TaylorformerError):
     process, or one of its files is corrupt (the error names the file)."""
 
 
+class ModelFileError(RunDirectoryError):
+    """A model file (``.keras``) is missing, corrupt or not a taylorformer model (the error
+    names the file)."""
+
+
 class ExportError(TaylorformerError):
     """A model cannot be exported as asked (an autoregressive model, a non-affine
     normaliser) or the export's output directory cannot be used."""

@@ -227,18 +227,71 @@ class NeuralProcess(FitMixin, keras.Model):
         return {"xc": zeros(nc, self.dim_x), "yc": zeros(nc, self.dim_y),
                 "xt": zeros(nt, self.dim_x), "yt": zeros(nt, self.dim_y)}
 
+    # ------------------------------------------------------------------ data units
+    @property
+    def normaliser(self):
+        """The :class:`taylorformer.normaliser.Normaliser` between the data's units and this
+        model's (saved in the model file), or None: the model works in its own units."""
+        return self.__dict__.get("_normaliser")
+
+    @normaliser.setter
+    def normaliser(self, value):
+        from taylorformer.normaliser import Normaliser
+
+        if value is not None:
+            if not isinstance(value, Normaliser):
+                raise SpecError(f"model normaliser must be a Normaliser or None, got {type(value).__name__}")
+            if (value.dim_x, value.dim_y) != (self.dim_x, self.dim_y):
+                raise SpecError(f"model normaliser has dims x {value.dim_x}, y {value.dim_y}; the model "
+                                f"has dim_x {self.dim_x}, dim_y {self.dim_y}")
+        self.__dict__["_normaliser"] = value
+
+    @property
+    def model_card(self):
+        """The model card (:mod:`taylorformer.model_card`; a JSON dict saved in the model
+        file), or None."""
+        return self.__dict__.get("_model_card")
+
+    @model_card.setter
+    def model_card(self, value):
+        import json
+
+        if value is not None and not isinstance(value, dict):
+            raise SpecError(f"model card must be a dict or None, got {type(value).__name__}")
+        # a plain JSON copy (Keras would track a dict attribute)
+        self.__dict__["_model_card"] = None if value is None else json.loads(json.dumps(dict(value)))
+
     def get_config(self):
-        return {"spec": self.spec, "name": self.name}
+        """``spec`` and ``name``, plus the ``normaliser`` and ``model_card`` where set (a
+        model file then carries them: :mod:`taylorformer.model_card`)."""
+        config = {"spec": self.spec, "name": self.name}
+        if self.normaliser is not None:
+            config["normaliser"] = self.normaliser.to_dict()
+        if self.model_card is not None:
+            config["model_card"] = self.model_card
+        return config
 
     @classmethod
     def from_config(cls, config):
         """The model of a saved config. Its ``spec`` must be the spec dict itself: a string
-        (a preset name or a path) is refused, so loading a file never reads another one."""
+        (a preset name or a path) is refused, so loading a file never reads another one.
+        A config without ``normaliser``/``model_card`` (a file written before they were
+        saved) gives a model with none."""
+        from taylorformer.normaliser import Normaliser
+
         spec = config.get("spec") if isinstance(config, dict) else None
         if not isinstance(spec, dict):
             raise SpecError(f"{cls.__name__} config: 'spec' must be the model's spec dict, got "
                             f"{type(spec).__name__} {spec!r:.80}; a saved spec is data, never a path")
-        return cls.from_spec(resolve_spec(spec), name=config.get("name"))
+        normaliser = config.get("normaliser")
+        if normaliser is not None:
+            normaliser = Normaliser.from_dict(normaliser, where=f"{cls.__name__} config 'normaliser'")
+        card = config.get("model_card")
+        if card is not None and not isinstance(card, dict):
+            raise SpecError(f"{cls.__name__} config 'model_card' must be a dict, got {type(card).__name__}")
+        model = cls.from_spec(resolve_spec(spec), name=config.get("name"))
+        model.normaliser, model.model_card = normaliser, card
+        return model
 
     def get_build_config(self):
         return {"dim_x": self.dim_x, "dim_y": self.dim_y}

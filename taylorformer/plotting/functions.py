@@ -34,6 +34,11 @@ def plot_predictions(model, batch, num_tasks=4, num_samples=0, title=None, axes=
     ``axes``: ``num_tasks`` axes (1-D) or ``num_tasks x 2`` (2-D) to draw into.
     ``reference``: for 1-D, a function ``(i, x [G, 1]) -> (mean [G], stddev [G])`` of a
     known predictive (e.g. the exact GP of a GP task), drawn dashed beside the model's.
+
+    Drawn in the data's units where the model has a normaliser (``model.normaliser``,
+    :mod:`taylorformer.normaliser`: ``batch`` is in the model's units, as a task gives
+    it), axes labelled with the variables' names and units; a 2-D map whose inputs are
+    (latitude, longitude) puts longitude on the horizontal axis.
     """
     check_int("plot", "num_tasks", num_tasks)
     check_int("plot", "num_samples", num_samples, minimum=0)
@@ -45,23 +50,72 @@ def plot_predictions(model, batch, num_tasks=4, num_samples=0, title=None, axes=
     if dim_x not in (1, 2):
         raise ValueError(f"plots support 1-D and 2-D inputs; this batch has dim_x={dim_x}")
     fig, axes = _figure(axes, n, dim_x)
+    units = _Units(getattr(model, "normaliser", None), dim_x, batch["yt"].shape[-1])
     if dim_x == 1:
         causal = getattr(model, "causal", False)
         xs = batch["xt"] if causal else dense_grid(batch, grid_points)
         query = with_targets(batch, xt=xs, yt=np.zeros(xs.shape[:2] + batch["yt"].shape[2:], np.float32),
                              mask_t=batch["mask_t"] if causal else np.ones(xs.shape[:2], np.float32))
         out = {k: np.asarray(v) for k, v in predict(model, query, num_samples=num_samples, seed=seed).items()}
+        shown, query, out = units.batch(batch), units.batch(query), units.result(out)
         for i in range(n):
-            _plot_1d(axes[i][0], batch, query, out, i, joint=causal)
+            _plot_1d(axes[i][0], shown, query, out, i, joint=causal, labels=units.labels)
             if reference is not None:
-                _plot_reference(axes[i][0], query, i, reference)
+                _plot_reference(axes[i][0], query, i, units.reference(reference))
     else:
-        out = {k: np.asarray(v) for k, v in predict(model, batch).items()}
+        out = units.result({k: np.asarray(v) for k, v in predict(model, batch).items()})
+        shown = units.batch(batch)
         for i in range(n):
-            _plot_2d(fig, axes[i], batch, out, i)
+            _plot_2d(fig, axes[i], shown, out, i, labels=units.labels, swap=units.lon_lat)
     if title:
         fig.suptitle(title)
     return fig
+
+
+class _Units:
+    """The maps of a plot from the model's units to the data's (identity without a
+    normaliser) and the axis labels: ``labels = (x labels, y labels)``."""
+
+    def __init__(self, normaliser, dim_x, dim_y):
+        if normaliser is not None and (normaliser.dim_x, normaliser.dim_y) != (dim_x, dim_y):
+            normaliser = None
+        self.normaliser = normaliser
+        if normaliser is None:
+            self.labels = (["x"] if dim_x == 1 else [f"x{i + 1}" for i in range(dim_x)],
+                           ["y"] if dim_y == 1 else [f"y{j}" for j in range(dim_y)])
+        else:
+            self.labels = (normaliser.x_labels(), normaliser.y_labels())
+        names = [n.lower() for n in (normaliser.x_names if normaliser else ())]
+        self.lon_lat = len(names) >= 2 and names[0].startswith("lat") and names[1].startswith("lon")
+
+    def batch(self, batch):
+        if self.normaliser is None:
+            return batch
+        out = dict(batch)
+        for key in ("xc", "xt"):
+            out[key] = self.normaliser.x_from_model(batch[key])
+        for key in ("yc", "yt"):
+            out[key] = self.normaliser.y_from_model(batch[key])
+        return out
+
+    def result(self, out):
+        if self.normaliser is None:
+            return out
+        mapped = {k: self.normaliser.y_from_model(v) for k, v in out.items() if k in ("mean", "samples")}
+        return {**out, **mapped, "stddev": self.normaliser.spread_from_model(out["stddev"])}
+
+    def reference(self, reference):
+        """``reference`` (model units) taking and giving the data's units."""
+        if self.normaliser is None:
+            return reference
+        norm = self.normaliser
+
+        def mapped(i, xs):
+            mean, std = reference(i, norm.x_to_model(xs).astype(np.float32))
+            return (norm.y_from_model(np.asarray(mean)[:, None])[:, 0],
+                    norm.spread_from_model(np.asarray(std)[:, None])[:, 0])
+
+        return mapped
 
 
 def dense_grid(batch, grid_points):
@@ -88,7 +142,7 @@ def _figure(axes, n, dim_x):
     return rows[0, 0].figure, rows
 
 
-def _plot_1d(ax, batch, query, out, i, joint):
+def _plot_1d(ax, batch, query, out, i, joint, labels=(["x"], ["y"])):
     mc, mt, mq = batch["mask_c"][i] > 0, batch["mask_t"][i] > 0, query["mask_t"][i] > 0
     xq = query["xt"][i, mq, 0]
     order = np.argsort(xq)
@@ -105,8 +159,8 @@ def _plot_1d(ax, batch, query, out, i, joint):
     ax.scatter(batch["xt"][i, mt, 0], batch["yt"][i, mt, 0], s=8, color="tab:gray", label="targets")
     ax.scatter(batch["xc"][i, mc, 0], batch["yc"][i, mc, 0], s=18, color="black", label="context",
                zorder=3)
-    ax.set_xlabel("x")
-    ax.set_ylabel("y")
+    ax.set_xlabel(labels[0][0])
+    ax.set_ylabel(labels[1][0])
     ax.legend(loc="upper right", fontsize=7, ncol=4)
 
 
@@ -120,14 +174,17 @@ def _plot_reference(ax, query, i, reference):
     ax.legend(loc="upper right", fontsize=7, ncol=5)
 
 
-def _plot_2d(fig, axes, batch, out, i):
+def _plot_2d(fig, axes, batch, out, i, labels=(["x1", "x2"], ["y"]), swap=False):
+    """Mean and stddev maps of task ``i``; ``swap``: inputs are (latitude, longitude), drawn
+    with longitude horizontal."""
+    h, v = (1, 0) if swap else (0, 1)
     mc, mt = batch["mask_c"][i] > 0, batch["mask_t"][i] > 0
     xt = batch["xt"][i, mt]
     for ax, key, label in ((axes[0], "mean", "predictive mean"), (axes[1], "stddev", "predictive stddev")):
-        image = ax.tricontourf(xt[:, 0], xt[:, 1], out[key][i, mt, 0], levels=20, cmap="viridis")
-        ax.scatter(batch["xc"][i, mc, 0], batch["xc"][i, mc, 1], s=6, color="white",
+        image = ax.tricontourf(xt[:, h], xt[:, v], out[key][i, mt, 0], levels=20, cmap="viridis")
+        ax.scatter(batch["xc"][i, mc, h], batch["xc"][i, mc, v], s=6, color="white",
                    edgecolors="black", linewidths=0.3, label="context")
-        ax.set_title(label)
-        ax.set_xlabel("x1")
-        ax.set_ylabel("x2")
-        fig.colorbar(image, ax=ax)
+        ax.set_title(f"{label}, {labels[1][0]}")
+        ax.set_xlabel(labels[0][h])
+        ax.set_ylabel(labels[0][v])
+        fig.colorbar(image, ax=ax, label=labels[1][0])

@@ -20,8 +20,9 @@ unobserved value, as everywhere in taylorformer.
 The normaliser: the model sees ``(x - x_offset) / x_scale`` and predicts
 ``(y - y_offset) / y_scale``; the exported function applies that map to ``xc``, ``xt``,
 ``yc`` and maps the predictive back (``mean * y_scale + y_offset``, ``stddev * |y_scale|``),
-so the SavedModel holds the normaliser. It is read from the run's task
-(:func:`task_normaliser`) and kept in the SavedModel three ways: the variables
+so the SavedModel holds the normaliser. It is read from the run's model file
+(:mod:`taylorformer.normaliser`; from the run's task, :func:`task_normaliser`, for a model
+file written before normalisers were saved) and kept in the SavedModel three ways: the variables
 ``x_offset``, ``x_scale``, ``y_offset``, ``y_scale`` (``loaded.y_scale.numpy()``),
 the string ``loaded.normaliser_json`` and the asset ``assets/normaliser.json``
 (offsets, scales, variable names, what ``x`` is, the model spec and the task config).
@@ -78,53 +79,24 @@ def task_refusal(task):
     return None
 
 
-def _affine(to_units, dim, where):
-    """``(offset, scale)`` float64 ``[dim]`` of an affine ``to_units([..., dim])``; an
-    ExportError where it is not affine."""
-    zero = np.asarray(to_units(np.zeros((1, dim))), np.float64).reshape(-1)
-    one = np.asarray(to_units(np.ones((1, dim))), np.float64).reshape(-1)
-    two = np.asarray(to_units(np.full((1, dim), 2.0)), np.float64).reshape(-1)
-    scale = one - zero
-    if zero.shape != (dim,) or not np.allclose(two, zero + 2 * scale, rtol=1e-9, atol=1e-12) \
-            or not np.all(np.isfinite(scale)) or np.any(scale == 0):
-        raise ExportError(f"{where}: to_original_units is not an invertible affine map per output "
-                          "(y * scale + offset), which the exported model needs")
-    return zero, scale
-
-
-def _names(task, attrs, dim, prefix):
-    for attr in attrs:
-        names = getattr(task, attr, None)
-        if isinstance(names, (list, tuple)) and len(names) == dim and all(isinstance(n, str) for n in names):
-            return list(names)
-    return [prefix] if dim == 1 else [f"{prefix}{i}" for i in range(dim)]
-
-
 def task_normaliser(task, dim_x, dim_y):
-    """The affine normaliser of ``task``'s data (JSON-ready dict of lists).
+    """The affine normaliser of ``task``'s data (JSON-ready dict of lists):
+    :meth:`taylorformer.normaliser.Normaliser.from_task` as a dict (``x_offset``,
+    ``x_scale``, ``y_offset``, ``y_scale``, ``x_names``, ``y_names``, ``x_is``, units, ...).
 
     ``y``: from ``task.to_original_units`` (``y * scale + offset``, evaluated at 0, 1 and 2
-    to read and check the map); identity where the task has none (simulated tasks
-    are in their own units). ``x``: ``task.x_mean`` / ``task.x_std`` where the task
-    standardises raw inputs (``from_arrays``); otherwise the inputs are the model's inputs
-    as the task builds them (a window position, z-scored covariates, calendar features:
-    ``x_is``)."""
-    where = f"task {getattr(task, 'name', type(task).__name__)!r}"
-    if task is not None and callable(getattr(task, "to_original_units", None)):
-        y_offset, y_scale = _affine(task.to_original_units, dim_y, where)
-    else:
-        y_offset, y_scale = np.zeros(dim_y), np.ones(dim_y)
-    x_mean, x_std = getattr(task, "x_mean", None), getattr(task, "x_std", None)
-    if x_mean is not None and x_std is not None and np.shape(x_mean) == (dim_x,) == np.shape(x_std):
-        x_offset, x_scale, x_is = np.asarray(x_mean, np.float64), np.asarray(x_std, np.float64), "raw inputs"
-    else:
-        x_offset, x_scale = np.zeros(dim_x), np.ones(dim_x)
-        x_is = "the model's inputs as the task builds them (no affine map)"
-    return {"x_offset": x_offset.tolist(), "x_scale": x_scale.tolist(),
-            "y_offset": y_offset.tolist(), "y_scale": y_scale.tolist(),
-            "x_names": _names(task, ("input_names", "x_names"), dim_x, "x"),
-            "y_names": _names(task, ("target_columns", "y_names"), dim_y, "y"),
-            "x_is": x_is}
+    to read and check the map); identity where the task has none (simulated tasks are in
+    their own units). ``x``: from the task's ``data_description()`` where it standardises
+    raw inputs (``from_arrays``, a csv task's covariates); otherwise the inputs are the
+    model's inputs as the task builds them (a window position, calendar features: ``x_is``).
+    An ExportError where the task's map is not affine."""
+    from taylorformer.errors import SpecError
+    from taylorformer.normaliser import Normaliser
+
+    try:
+        return Normaliser.from_task(task, dim_x, dim_y).to_dict()
+    except SpecError as exc:
+        raise ExportError(f"{exc}, which the exported model needs") from None
 
 
 def check_output_dir(output, protect=()):
@@ -196,15 +168,19 @@ def export_model(model, output, normaliser=None, extra=None):
     """Write ``model`` (a conditional NP) as a SavedModel to the new or empty directory
     ``output`` (written beside it, then renamed into place); returns ``output``.
 
-    ``normaliser``: :func:`task_normaliser`'s dict (default: identity, the model's own
-    units); ``extra``: JSON entries added to ``assets/normaliser.json`` (e.g. the task)."""
+    ``normaliser``: :func:`task_normaliser`'s dict (default: the model's own
+    ``model.normaliser``, saved in its model file; identity, the model's own units, for a
+    model without one); ``extra``: JSON entries added to ``assets/normaliser.json`` (e.g.
+    the task)."""
     import tensorflow as tf
 
     refusal = export_refusal(model)
     if refusal:
         raise ExportError(f"cannot export: {refusal}")
     output = check_output_dir(output)
-    normaliser = dict(normaliser or task_normaliser(None, model.dim_x, model.dim_y))
+    own = getattr(model, "normaliser", None)
+    normaliser = dict(normaliser or (own.to_dict() if own is not None
+                                     else task_normaliser(None, model.dim_x, model.dim_y)))
     missing = [k for k in ("x_offset", "x_scale", "y_offset", "y_scale") if k not in normaliser]
     if missing:
         raise ExportError(f"export normaliser needs x_offset, x_scale, y_offset, y_scale; missing {missing}")
@@ -252,14 +228,27 @@ def export_run(run_dir, output, checkpoint="best", task=None, task_config=None):
 
     check_choice("export", "checkpoint", checkpoint, ("best", "model"))
     check_output_dir(output, protect=[run_dir])
-    spec = RunDirectory(run_dir).read_spec()
+    run = RunDirectory(run_dir)
+    spec = run.read_spec()
     if spec.get("kind") == "autoregressive":  # refuse before loading the task's data
         raise ExportError(f"cannot export run {run_dir}: " + _autoregressive("its model"))
-    model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
-    refusal = task_refusal(task_obj)
-    if refusal:
-        raise ExportError(f"cannot export run {run_dir}: {refusal}")
-    normaliser = task_normaliser(task_obj, model.dim_x, model.dim_y)
+    config = run.read_config()
+    model = run.load_model(checkpoint)
+    saved = model.normaliser if task is None and task_config is None else None
+    if saved is not None:  # the model file's own normaliser: the task is not rebuilt
+        groups = sorted(set(saved.groups) & set(GROUP_KEYS))
+        if groups:
+            name = (saved.task or {}).get("name", config.get("task"))
+            raise ExportError(f"cannot export run {run_dir}: its task {name!r} gives the model the feature "
+                              f"groups {groups} (space/time positions) besides x, and the exported "
+                              "signatures take xc, yc, xt (and masks) only")
+        normaliser = saved.to_dict()
+    else:  # a model file written before normalisers were saved, or another task asked for
+        model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
+        refusal = task_refusal(task_obj)
+        if refusal:
+            raise ExportError(f"cannot export run {run_dir}: {refusal}")
+        normaliser = task_normaliser(task_obj, model.dim_x, model.dim_y)
     extra = {"task": _task_label(task, config), "task_config": config.get("task_config"),
              "run_dir": os.path.abspath(run_dir), "checkpoint": checkpoint}
     return export_model(model, output, normaliser, extra)

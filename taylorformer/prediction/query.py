@@ -46,8 +46,12 @@ def check_format(path, allowed=FORMATS):
     return ext
 
 
-def _columns(frame, path, names, prefix):
-    """The ``[N, D]`` float array of ``names`` (default ``prefix`` or ``prefix0, prefix1, ...``)."""
+def _columns(frame, path, names, prefix, fallback=None):
+    """The ``[N, D]`` float array of ``names`` (default: the ``fallback`` names, e.g. a
+    model's variable names, where the frame has them all, else ``prefix`` or ``prefix0,
+    prefix1, ...``)."""
+    if names is None and fallback and all(c in frame.columns for c in fallback):
+        names = list(fallback)
     if names is None:
         names = [prefix] if prefix in frame.columns else sorted(
             (c for c in frame.columns if c[len(prefix):].isdigit() and c.startswith(prefix)),
@@ -133,17 +137,21 @@ def _read_arrays(path, keys):
         raise BatchError(f"cannot read {path} as netCDF: {type(exc).__name__}: {exc}") from None
 
 
-def read_query(path, context=None, x_columns=None, y_columns=None):
+def read_query(path, context=None, x_columns=None, y_columns=None, names=None, dtype=np.float32):
     """The query dict of the inputs file ``path`` (and the ``context`` file, if given;
-    an ``.npz``/``.nc`` inputs file may hold the context itself). Arrays are float32
-    ``[B, N, D]``; every value is checked finite, naming the file and the key."""
+    an ``.npz``/``.nc`` inputs file may hold the context itself). Arrays are ``dtype``
+    (float32; float64 for raw data a normaliser maps first) ``[B, N, D]``; every value is
+    checked finite, naming the file and the key. ``names``: ``(x names, y names)`` a CSV's
+    columns default to where it has them all (a model's variable names)."""
     if context is not None and not os.path.isfile(context):
         raise BatchError(f"context file {context} does not exist")
-    query = _read_inputs_file(path, x_columns, CONTEXT_KEYS + TARGET_KEYS)
+    x_names, y_names = names or (None, None)
+    query = _read_inputs_file(path, x_columns, CONTEXT_KEYS + TARGET_KEYS, x_names)
     if context is not None:
         if check_format(context, (".npz", ".nc", ".csv")) == ".csv":
             frame = _read_csv(context)
-            found = {"xc": _columns(frame, context, x_columns, "x"), "yc": _columns(frame, context, y_columns, "y")}
+            found = {"xc": _columns(frame, context, x_columns, "x", x_names),
+                     "yc": _columns(frame, context, y_columns, "y", y_names)}
         else:
             found = _read_arrays(context, CONTEXT_KEYS)
         query.update(found)
@@ -151,7 +159,7 @@ def read_query(path, context=None, x_columns=None, y_columns=None):
     if missing:
         raise BatchError(f"{path}{' and ' + context if context else ''}: no {missing}; a query needs the "
                          f"context (xc, yc) and the inputs to predict at (xt)")
-    batch = _as_batch(query, path if context is None else f"{path} and {context}")
+    batch = _as_batch(query, path if context is None else f"{path} and {context}", dtype)
     if batch["xt"].shape[1] == 0:
         raise BatchError(f"{path}: no points to predict at ('xt' has shape {batch['xt'].shape}: "
                          f"0 points); give at least one input row")
@@ -168,20 +176,20 @@ def read_inputs(path, x_columns=None):
     return _as_batch(found, path)["xt"]
 
 
-def _read_inputs_file(path, x_columns, keys):
+def _read_inputs_file(path, x_columns, keys, x_names=None):
     """``{key: array}`` of an inputs file: ``xt`` from a ``.csv`` (its x columns) or
     ``.npy``; those of ``keys`` present in an ``.npz``/``.nc``."""
     if not os.path.isfile(path):
         raise BatchError(f"inputs file {path} does not exist")
     ext = check_format(path)
     if ext == ".csv":
-        return {"xt": _columns(_read_csv(path), path, x_columns, "x")}
+        return {"xt": _columns(_read_csv(path), path, x_columns, "x", x_names)}
     if ext == ".npy":
         return {"xt": _load_numpy(path, ".npy")}
     return _read_arrays(path, keys)
 
 
-def _as_batch(query, where):
+def _as_batch(query, where, dtype=np.float32):
     out = {}
     for key, value in query.items():
         value = np.asarray(value)
@@ -205,7 +213,7 @@ def _as_batch(query, where):
                              f"first {value[first]:g} at index {first}: a float32 model squares its inputs "
                              f"(distances, variances), which overflows beyond that; rescale the data as "
                              f"the model was trained (e.g. standardised)")
-        out[key] = value.astype(np.float32)
+        out[key] = value.astype(dtype)
     sizes = {k: v.shape[0] for k, v in out.items()}
     if len(set(sizes.values())) > 1:
         if set(sizes.values()) - {1, max(sizes.values())}:
@@ -275,26 +283,101 @@ def predict_query(model, query, levels=DEFAULT_LEVELS, num_samples=0, chunk_size
     return {**out, "levels": np.asarray(levels)}
 
 
+# ----------------------------------------------------------------------------- data units
+def to_model_units(query, normaliser, where="predict"):
+    """The query (data units, any float dtype) in the model's units, float32: ``xc``, ``xt``
+    through ``normaliser.x_to_model``, ``yc`` through ``y_to_model`` (NaN stays NaN); other
+    keys unchanged. A width that is not the normaliser's, or a value that leaves the float32
+    range once mapped, is a BatchError naming the key."""
+    out = dict(query)
+    for key, dim, names, to_model in (("xc", normaliser.dim_x, normaliser.x_names, normaliser.x_to_model),
+                                      ("xt", normaliser.dim_x, normaliser.x_names, normaliser.x_to_model),
+                                      ("yc", normaliser.dim_y, normaliser.y_names, normaliser.y_to_model)):
+        if key not in query:
+            continue
+        if np.shape(query[key])[-1] != dim:
+            raise BatchError(f"{where}: {key!r} has {np.shape(query[key])[-1]} column(s) but the model takes "
+                             f"{dim} ({', '.join(names)})")
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = to_model(query[key])
+        big = np.abs(value) > MAX_MAGNITUDE  # NaN compares False
+        if big.any():
+            first = tuple(int(i) for i in np.argwhere(big)[0])
+            raise BatchError(f"{where}: {key!r} has {int(big.sum())} value(s) beyond +-{MAX_MAGNITUDE:.2g} in "
+                             f"the model's units once normalised, first at index {first}: far outside the "
+                             f"data the model was trained on")
+        out[key] = value.astype(np.float32)
+    return out
+
+
+def to_data_units(result, normaliser):
+    """:func:`predict_query`'s ``result`` (model units) in the data's units: ``mean``,
+    ``quantiles`` and ``samples`` through ``normaliser.y_from_model``, ``stddev`` times
+    ``y_scale`` (float64). The scales are positive, so quantiles keep their levels."""
+    out = dict(result)
+    for key in ("mean", "quantiles", "samples"):
+        if key in result:
+            out[key] = normaliser.y_from_model(result[key])
+    if "stddev" in result:
+        out["stddev"] = normaliser.spread_from_model(result["stddev"])
+    return out
+
+
+def predict_data(model, xc, yc, xt, levels=DEFAULT_LEVELS, num_samples=0, chunk_size=4096, seed=0,
+                 verbose=0, **groups):
+    """Predict from raw data: the context ``xc [Nc, Dx]``, ``yc [Nc, Dy]`` and the inputs
+    ``xt [Nt, Dx]`` (or ``[B, N, D]``; NaN in ``yc``: not observed) in the data's units, as
+    a model file's normaliser describes them (``model.normaliser``,
+    :mod:`taylorformer.normaliser`). Returns :func:`predict_query`'s dict in the data's
+    units, ``[B, Nt, Dy]`` float64 (``quantiles [Q, B, Nt, Dy]``), with ``y_names`` and
+    ``y_units``. A model without a normaliser (a file written before they were saved)
+    predicts in its own units, with a warning. ``groups``: ``sc``/``tc``/``st``/``tt``
+    for spatio-temporal models, passed as they are."""
+    import warnings
+
+    from taylorformer.normaliser import Normaliser
+
+    query = _as_batch({"xc": xc, "yc": yc, "xt": xt, **groups}, "predict_data", np.float64)
+    normaliser = getattr(model, "normaliser", None)
+    if normaliser is None:
+        warnings.warn(f"model {model.name!r} has no saved normaliser (a model file written before "
+                      "taylorformer saved one): its inputs and predictions are in the model's own units",
+                      stacklevel=2)
+        normaliser = Normaliser.identity(model.dim_x, model.dim_y)
+    result = predict_query(model, to_model_units(query, normaliser, "predict_data"), levels=levels,
+                           num_samples=num_samples, chunk_size=chunk_size, seed=seed, verbose=verbose)
+    return {**to_data_units(result, normaliser), "y_names": list(normaliser.y_names),
+            "y_units": list(normaliser.y_units)}
+
+
 # ----------------------------------------------------------------------------- writing
-def write_predictions(path, query, result):
+def write_predictions(path, query, result, normaliser=None):
     """Write ``result`` of :func:`predict_query` (with the query's ``xt``) to ``path``:
     ``.npz`` (arrays by name), ``.nc`` (xarray Dataset over ``task, point, output, level,
     sample``) or ``.csv`` (one task: columns ``x*``, then ``mean_y*``, ``stddev_y*``,
     ``q<level>_y*``, ``sample<k>_y*`` per output). A recalibrated result's ``spread_scale
     [Dy]`` is written too (``.csv``: a ``spread_scale_y*`` column per output). Written to a
-    temporary file, then renamed."""
+    temporary file, then renamed. With the ``normaliser`` the result is in the data's units
+    of (:func:`to_data_units`): the CSV columns take its variable names (``mean_<name>``),
+    the ``.nc`` its names as ``input``/``output`` coordinates and ``units`` attributes, the
+    ``.npz`` ``x_names``, ``y_names`` and ``y_units``."""
     from taylorformer.workflow.run_dir import atomic_path
 
     ext = check_format(path, (".npz", ".nc", ".csv"))
     arrays = {"xt": query["xt"], **result}
+    dx, dy = np.shape(query["xt"])[-1], np.shape(result["mean"])[-1]
+    names = (normaliser.x_names, normaliser.y_names, normaliser.y_units) if normaliser is not None \
+        else (_names("x", dx), _names("y", dy), [None] * dy)
     with atomic_path(path) as tmp:
         if ext == ".npz":
+            extra = {} if normaliser is None else {"x_names": np.array(names[0]), "y_names": np.array(names[1]),
+                                                   "y_units": np.array([u or "" for u in names[2]])}
             with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
+                np.savez(f, **arrays, **extra)
         elif ext == ".nc":
-            _dataset(arrays).to_netcdf(tmp)
+            _dataset(arrays, names if normaliser is not None else None).to_netcdf(tmp)
         else:
-            _frame(arrays, path).to_csv(tmp, index=False)
+            _frame(arrays, path, names).to_csv(tmp, index=False)
     return path
 
 
@@ -302,14 +385,15 @@ def _names(prefix, n):
     return [prefix] if n == 1 else [f"{prefix}{i}" for i in range(n)]
 
 
-def _frame(arrays, path):
+def _frame(arrays, path, names=None):
     import pandas as pd
 
     if arrays["xt"].shape[0] != 1:
         raise BatchError(f"{path}: a CSV holds one task; this query has {arrays['xt'].shape[0]} "
                          "(write .npz or .nc)")
-    ys = _names("y", arrays["mean"].shape[-1])
-    columns = dict(zip(_names("x", arrays["xt"].shape[-1]), arrays["xt"][0].T))
+    x_names, ys = (names[0], names[1]) if names else (_names("x", arrays["xt"].shape[-1]),
+                                                      _names("y", arrays["mean"].shape[-1]))
+    columns = dict(zip(x_names, arrays["xt"][0].T))
     for key in ("mean", "stddev"):
         columns.update({f"{key}_{y}": v for y, v in zip(ys, arrays[key][0].T)})
     for q, values in zip(arrays["levels"], arrays["quantiles"]):
@@ -325,11 +409,24 @@ def _frame(arrays, path):
     return pd.DataFrame(columns)
 
 
-def _dataset(arrays):
+def _dataset(arrays, names=None):
+    """The Dataset of :func:`write_predictions`; with ``names`` (x names, y names, y units)
+    the ``input``/``output`` coordinates are the names, the outputs carry ``units`` (each
+    variable where the outputs share one; ``output_units`` per output always)."""
     import xarray as xr
 
     dims = {"xt": ("task", "point", "input"), "mean": ("task", "point", "output"),
             "stddev": ("task", "point", "output"), "quantiles": ("level", "task", "point", "output"),
             "samples": ("sample", "task", "point", "output"), "spread_scale": ("output",)}
-    return xr.Dataset({k: (dims[k], v) for k, v in arrays.items() if k in dims},
-                      coords={"level": arrays["levels"]})
+    coords = {"level": arrays["levels"]}
+    if names is not None:
+        coords.update(input=list(names[0]), output=list(names[1]),
+                      output_units=("output", [u or "" for u in names[2]]))
+    data = xr.Dataset({k: (dims[k], v) for k, v in arrays.items() if k in dims}, coords=coords)
+    if names is not None:
+        units = set(names[2])
+        for key in ("mean", "stddev", "quantiles", "samples"):
+            if key in data and len(units) == 1 and None not in units:
+                data[key].attrs["units"] = names[2][0]
+        data.attrs["units"] = "the data's units (the model file's normaliser)"
+    return data

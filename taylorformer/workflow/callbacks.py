@@ -90,6 +90,24 @@ class RunCheckpoints(keras.callbacks.Callback):
         self.save()
 
 
+def record_metrics(model, run_dir):
+    """Put the run's last ``metrics.csv`` row (step, validation log-likelihood, ...) in the
+    model card as its ``metrics`` at save time (a model without a card is left alone)."""
+    card = getattr(model, "model_card", None)
+    rows = run_dir.metrics_rows()
+    if card is None or not rows:
+        return
+    metrics = {"split": "val"}
+    for key, value in rows[-1].items():
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            metrics[key] = int(number) if key in ("step", "skipped_steps") else number
+    model.model_card = {**card, "metrics": metrics}
+
+
 class BestModel(keras.callbacks.Callback):
     """``best.keras``: the model with the highest ``monitor`` so far (``best`` seeds it on
     resume), saved atomically when it improves."""
@@ -102,6 +120,7 @@ class BestModel(keras.callbacks.Callback):
         value = float((logs or {}).get(self.monitor, math.nan))
         if value > self.best and weights_finite(self.model):
             self.best = value
+            record_metrics(self.model, self.run_dir)
             self.run_dir.save_model(self.model, "best.keras")
 
 

@@ -58,10 +58,14 @@ def summarize_consistency(stds):
             "upper": float(np.percentile(stds, 97.5)), "num_tasks": int(stds.size)}
 
 
-def batch_metrics(model, batch):
+def batch_metrics(model, batch, log_scale=None):
     """Per-task ``loglik`` [B], ``observed`` [B] (a task has an observed target) and
     per-point squared errors (mean over the observed outputs) / coverage hits (every
-    observed output inside) at the observed targets (NumPy)."""
+    observed output inside) at the observed targets (NumPy); ``errors [N, Dy]`` the
+    per-output errors ``mean - y`` at the real targets (NaN where not observed). With
+    ``log_scale [Dy]`` (a normaliser's ``log(y_scale)``), ``log_jacobian [B]``: the mean
+    over real targets of the summed ``log_scale`` of the observed outputs, what a log
+    density in data units loses against the model's (change of variables)."""
     batch = with_masks(batch)
     dist = model.distribution(batch)
     yt = tf.cast(batch["yt"], tf.float32)
@@ -69,13 +73,35 @@ def batch_metrics(model, batch):
     observed = batch["observed_t"].numpy() > 0.5
     cdf = dist.cdf(yt).numpy()  # central 95% interval <=> 0.025 <= F(y) <= 0.975
     inside = ((cdf >= 0.025) & (cdf <= 0.975)) | ~observed
-    sq_err = (dist.mean().numpy() - yt.numpy()) ** 2
-    return {
+    err = dist.mean().numpy().astype(np.float64) - yt.numpy()
+    out = {
         "loglik": masked_point_mean(observed_log_prob(dist, batch), batch["mask_t"]).numpy(),
         "observed": mask.any(1),  # [B]: tasks without an observed target have no loglik
-        "sq_err": _observed_mean(sq_err, observed)[mask],
+        "sq_err": _observed_mean(err ** 2, observed)[mask],
         "inside95": inside.all(-1)[mask],
+        "errors": np.where(observed, err, np.nan)[mask],
     }
+    if log_scale is not None:
+        per_point = (observed * np.asarray(log_scale, np.float64)).sum(-1)  # [B, Nt]
+        out["log_jacobian"] = masked_point_mean(per_point, batch["mask_t"]).numpy()
+    return out
+
+
+def data_unit_metrics(normaliser, errors, lls, log_jacobians):
+    """The ``data_units`` entry of :func:`evaluate`: ``loglik`` in the data's units (the
+    model's minus the log-Jacobian, per task) and per output, keyed ``"name [unit]"``,
+    ``rmse`` and ``mae`` of the predictive mean (the model-unit errors times the output's
+    scale) and the output's ``offset`` and ``scale``."""
+    errors = np.concatenate(errors)  # [N, Dy], NaN: not observed
+    outputs = {}
+    for j, name in enumerate(normaliser.y_labels()):
+        e = errors[:, j][~np.isnan(errors[:, j])] * normaliser.y_scale[j]
+        outputs[name] = {"rmse": float(np.sqrt(np.mean(e ** 2))) if e.size else None,
+                         "mae": float(np.mean(np.abs(e))) if e.size else None, "n": int(e.size),
+                         "offset": float(normaliser.y_offset[j]), "scale": float(normaliser.y_scale[j])}
+    return {"loglik": _mean_stderr(lls - np.concatenate(log_jacobians)), "outputs": outputs,
+            "note": "in the data's units (the task's normaliser: y = offset + scale * model y); "
+                    "loglik is per target point, summed over its observed outputs"}
 
 
 def _observed_mean(values, observed):
@@ -102,6 +128,18 @@ def sample_metrics(samples, yt, mask_t, observed_t=None):
     lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
     inside = (((yt >= lo) & (yt <= hi)) | ~observed).all(-1)
     return {"sq_err": sq_err[mask], "crps": crps[mask], "inside95": inside[mask]}
+
+
+def task_normaliser(task, model):
+    """The normaliser that maps ``task``'s batches to the data's units
+    (:meth:`taylorformer.normaliser.Normaliser.from_task`, the names and units of the
+    model's own where the task gives none), or None where the task's map is not affine."""
+    from taylorformer.normaliser import Normaliser
+
+    try:
+        return Normaliser.from_task(task, model.dim_x, model.dim_y)
+    except SpecError:
+        return None
 
 
 def _mean_stderr(values):
@@ -131,7 +169,9 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     """
     check_evaluate_options(batch_size, num_batches, num_samples, consistency, model)
     autoregressive = getattr(model, "causal", False)
-    lls, sq, inside, gts, sampled, stds = [], [], [], [], [], []
+    normaliser = task_normaliser(task, model)
+    log_scale = None if normaliser is None else normaliser.log_scale()
+    lls, sq, inside, gts, sampled, stds, errors, jacobians = [], [], [], [], [], [], [], []
     skipped = 0
     gt_key = "gt_loglik_joint" if autoregressive else "gt_loglik"
     sampling = autoregressive and num_samples
@@ -141,8 +181,11 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
            if sampling and (sys.stdout.isatty() if progress is None else progress) else None)
     windows_seen = 0
     for i, batch in enumerate(task.dataset(split, batch_size=batch_size, num_batches=num_batches)):
-        m = batch_metrics(model, batch)
+        m = batch_metrics(model, batch, log_scale)
         lls.append(m["loglik"][m["observed"]])  # tasks with nothing observed to score drop out
+        errors.append(m["errors"])
+        if log_scale is not None:
+            jacobians.append(m["log_jacobian"][m["observed"]])
         skipped += int((~m["observed"]).sum())
         sq.append(m["sq_err"])
         inside.append(m["inside95"])
@@ -182,6 +225,15 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     }
     if autoregressive:
         out["teacher_forced"] = True
+    if normaliser is not None and not normaliser.identity_y:
+        out["units"] = ("loglik, rmse, mse" + (", gt_loglik" if gts else "")
+                        + (", sampled" if sampled else "") + " are in the model's standardised units "
+                        "(z = (y - offset) / scale); data_units has them in the data's units")
+        out["data_units"] = data_unit_metrics(normaliser, errors, lls, jacobians)
+    elif normaliser is not None:
+        out["units"] = "the data's own units (the task's normaliser is the identity)"
+    else:
+        out["units"] = "the model's units (no normaliser)"
     if gts:
         gts = np.concatenate(gts)
         out["gt_loglik"] = _mean_stderr(gts)

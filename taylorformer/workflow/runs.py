@@ -11,6 +11,7 @@ import datetime
 import functools
 import json
 import os
+import warnings
 
 import numpy as np
 
@@ -121,6 +122,20 @@ def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="
     return {"run_dir": run_dir, "task": _task_label(task, config), **result}
 
 
+def record_evaluation(run_dir, result):
+    """Put ``result`` (:func:`evaluate_run` of the run's best model) in the model card of
+    the run's ``best.keras`` as its final ``evaluation`` (``taylorformer train`` does, once
+    it has evaluated the run it wrote; :func:`taylorformer.model_card.update_card`). A file
+    without a card (written before cards) is left alone. Returns the files updated."""
+    from taylorformer.model_card import update_card
+
+    path = os.path.join(run_dir, "best.keras")
+    if not os.path.isfile(path):  # evaluate_run fell back to model.keras
+        path = os.path.join(run_dir, "model.keras")
+    entry = {k: v for k, v in result.items() if k != "run_dir"}
+    return [path] if os.path.isfile(path) and update_card(path, evaluation=entry) else []
+
+
 def plot_run(run_dir, out=None, task=None, task_config=None, checkpoint="best", num_tasks=4,
              num_samples=0):
     """Plot predictions on the first test batch of a run (the task's own plot,
@@ -189,7 +204,8 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
     ``evaluate --recalibrate``), if any, is applied and written as ``spread_scale``
     (:func:`taylorformer.prediction.calibration.apply_spread_scale`)."""
     from taylorformer.checks import check_bool
-    from taylorformer.prediction.query import DEFAULT_LEVELS, check_format, predict_query, read_query, write_predictions
+    from taylorformer.prediction.query import (DEFAULT_LEVELS, check_format, predict_query, read_query, to_data_units,
+                                    to_model_units, write_predictions)
 
     check_choice("run", "checkpoint", checkpoint, ("best", "model"))
     check_bool("predict", "recalibration", recalibration)
@@ -198,8 +214,12 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
     check_int("predict", "num_samples", num_samples, minimum=0)
     # never over what it reads or the run's own files; the directory exists before the work
     check_output_path(output, "--output", reads=(inputs, context), run_dir=run_dir)
+    model = RunDirectory(run_dir).load_model(checkpoint)
+    normaliser = model.normaliser
+    names = None if normaliser is None else (normaliser.x_names, normaliser.y_names)
     try:
-        query = read_query(inputs, context, x_columns=x_columns, y_columns=y_columns)
+        query = read_query(inputs, context, x_columns=x_columns, y_columns=y_columns, names=names,
+                           dtype=np.float32 if normaliser is None else np.float64)
     except TaylorformerError:
         raise
     except Exception as exc:  # noqa: BLE001 - a file the readers fail on (zip, HDF5, CSV, ...) is named
@@ -207,12 +227,20 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
         raise BatchError(f"cannot read {files}: {type(exc).__name__}: {exc}") from exc
     check_predict_memory(query, levels, num_samples)
     record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
-    model = RunDirectory(run_dir).load_model(checkpoint)
-    result = predict_query(model, query, levels=levels,
+    if normaliser is None:
+        warnings.warn(f"{run_dir}: its model file has no saved normaliser (written before taylorformer "
+                      "saved one): the inputs are given, and predictions written, in the model's units",
+                      stacklevel=2)
+        model_query = query
+    else:
+        model_query = to_model_units(query, normaliser, f"predict {inputs}")
+    result = predict_query(model, model_query, levels=levels,
                            num_samples=num_samples, chunk_size=chunk_size, seed=seed, verbose=verbose)
-    if record is not None:
+    if record is not None:  # a spread scale is fitted in model units: applied before mapping back
         result = calibration.apply_spread_scale(result, record["scale"])
-    write_predictions(output, query, result)
+    if normaliser is not None:
+        result = to_data_units(result, normaliser)
+    write_predictions(output, query, result, normaliser)
     return output, int(np.prod(query["xt"].shape[:2]))
 
 

@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 
 import keras
 import tensorflow as tf
@@ -177,6 +178,28 @@ class Trainer:
             self.skipped = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_steps")
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer,
                                               step=self.step, skipped=self.skipped)
+        self.attach_data_record()
+
+    def attach_data_record(self):
+        """Give the model its task's normaliser and a model card
+        (:mod:`taylorformer.normaliser`, :mod:`taylorformer.model_card`), saved with it in
+        ``best.keras`` and ``model.keras``. A task whose output map is not affine gets no
+        normaliser (a warning says so): its model works in the model's units."""
+        from taylorformer.model_card import build_card
+        from taylorformer.normaliser import Normaliser
+
+        record = {"name": self.task_name, "config": self.task_config or None}
+        try:
+            normaliser = Normaliser.from_task(self.task, self.model.dim_x, self.model.dim_y)
+            normaliser.task = record
+        except SpecError as exc:
+            warnings.warn(f"the model is saved without a normaliser ({exc}): predict, evaluate and "
+                          "plot will work in the model's units", stacklevel=3)
+            normaliser = None
+        self.model.normaliser = normaliser
+        card = build_card(self.task, dataclasses.asdict(self.cfg))
+        card["data"].update(task=record["name"], task_config=record["config"])
+        self.model.model_card = card
 
     @property
     def optimizer(self):
@@ -278,6 +301,7 @@ class Trainer:
                     "weights (resume with --resume). Lower the learning rate, check the data, or "
                     "use nan_policy='skip'.")
         self.check_weights_finite()
+        run_callbacks.record_metrics(self.model, self.run_dir)
         self.run_dir.save_model(self.model, "model.keras")
         return self.run_dir.metrics_rows()[rows_before:] if self.chief else []
 

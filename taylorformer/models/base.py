@@ -22,7 +22,7 @@ import contextlib
 import keras
 import tensorflow as tf
 
-from taylorformer import components, registry, tf_compat
+from taylorformer import components, registry, tf_compat, window_normalisation
 from taylorformer.checks import MAX_PARAMETERS
 from taylorformer.batch import append_observed_flags, fully_observed, validate_batch, with_masks
 from taylorformer.errors import BatchError, SpecError
@@ -157,6 +157,11 @@ class NeuralProcess(FitMixin, keras.Model):
         if self.observed_flags:
             dim_y += self.dim_y
         self.encoder = components.build("encoder", entry, "encoder", dim_x=dim_x, dim_y=dim_y)
+        self.normalise = spec.get("normalise", "global")
+        self.normalise_min_scale = spec.get("normalise_min_scale", window_normalisation.DEFAULT_MIN_SCALE)
+        if self.normalise == "window":
+            window_normalisation.check_likelihood(self.likelihood, self.dim_y, spec["likelihood"]["name"])
+        self.training_range = window_normalisation.TrainingRange(self.dim_x, self.dim_y)
         self._init_fit_state()
 
     @classmethod
@@ -176,8 +181,40 @@ class NeuralProcess(FitMixin, keras.Model):
         return with_masks(batch)
 
     def call(self, batch, training=None):
-        """Distribution parameters (dict of float32 ``[B, Nt, ...]`` tensors)."""
+        """Distribution parameters (dict of float32 ``[B, Nt, ...]`` tensors) in the batch's
+        units: the network's own (:meth:`network`), or with ``normalise: window`` the
+        network's in window units mapped back."""
         batch = self.prepare(batch)
+        if self.normalise != "window":
+            return self.network(batch, training=training)
+        shift, scale = self.window_statistics(batch)
+        params = self.network(window_normalisation.to_window_units(batch, shift, scale), training=training)
+        return window_normalisation.to_original_units(params, shift, scale, self.likelihood)
+
+    def window_statistics(self, batch):
+        """``(shift, scale)`` float64 ``[B, 1, Dy]`` that take ``batch`` (prepared) to the
+        network's units: each window's context mean and floored std with ``normalise:
+        window``, else 0 and 1."""
+        if self.normalise == "window":
+            return window_normalisation.context_statistics(batch, self.normalise_min_scale)
+        shape = tf.concat([tf.shape(batch["yc"])[:1], [1, self.dim_y]], 0)
+        return tf.zeros(shape, tf.float64), tf.ones(shape, tf.float64)
+
+    def network_inputs(self, batch):
+        """``batch`` (prepared) as the network reads it (in window units with ``normalise: window``)."""
+        if self.normalise != "window":
+            return batch
+        return window_normalisation.to_window_units(batch, *self.window_statistics(batch))
+
+    def check_training_range(self, batch):
+        """Warn where a context of ``batch`` (prepared) lies far outside the inputs seen in
+        training (:meth:`TrainingRange.check <taylorformer.window_normalisation.TrainingRange.check>`)."""
+        if tf.executing_eagerly():
+            self.training_range.check(self.network_inputs(batch), self.normalise)
+
+    def network(self, batch, training=None):
+        """The network's parameters for ``batch`` (prepared) in its own units:
+        wrapper features, encoder, head, likelihood, wrapper adjustment."""
         features = None
         if self.wrapper is not None:
             features = self.wrapper.features(fully_observed(batch), causal=self.causal)
@@ -207,6 +244,7 @@ class NeuralProcess(FitMixin, keras.Model):
         params = self(batch, training=training)
         if tf.executing_eagerly() and not training:
             check_finite_outputs(params, with_masks(batch), f"model {self.name!r}")
+            self.check_training_range(self.prepare(batch))
         return self.likelihood.distribution(params)
 
     def compiled_distribution(self, batch):
@@ -220,6 +258,7 @@ class NeuralProcess(FitMixin, keras.Model):
             self._compiled_call = tf.function(lambda b: self(b, training=False))
         params = self._compiled_call(batch)
         check_finite_outputs(params, batch, f"model {self.name!r}")
+        self.check_training_range(batch)
         return self.likelihood.distribution(params)
 
     def dummy_batch(self, nc=3, nt=2):
@@ -228,7 +267,11 @@ class NeuralProcess(FitMixin, keras.Model):
                 "xt": zeros(nt, self.dim_x), "yt": zeros(nt, self.dim_y)}
 
     def get_config(self):
-        return {"spec": self.spec, "name": self.name}
+        config = {"spec": self.spec, "name": self.name}
+        trained = self.training_range.get_config()
+        if trained is not None:  # the inputs seen in training (window_normalisation.TrainingRange)
+            config["trained_range"] = trained
+        return config
 
     @classmethod
     def from_config(cls, config):
@@ -238,7 +281,9 @@ class NeuralProcess(FitMixin, keras.Model):
         if not isinstance(spec, dict):
             raise SpecError(f"{cls.__name__} config: 'spec' must be the model's spec dict, got "
                             f"{type(spec).__name__} {spec!r:.80}; a saved spec is data, never a path")
-        return cls.from_spec(resolve_spec(spec), name=config.get("name"))
+        model = cls.from_spec(resolve_spec(spec), name=config.get("name"))
+        model.training_range.set_config(config.get("trained_range"))
+        return model
 
     def get_build_config(self):
         return {"dim_x": self.dim_x, "dim_y": self.dim_y}

@@ -77,7 +77,8 @@ class AutoregressiveNP(NeuralProcess):
     def _decode_full(self, rows, keys):
         """Reference decoding (``cache=False``): one teacher-forced pass of the network per
         step with the values drawn so far (all in the network's units). ``rows`` in
-        generation order, ``keys [R]`` their random streams; returns ``yt [R, Nt, Dy]`` and the parameters each draw used (``[R, Nt, ...]``)."""
+        generation order, ``keys [R]`` their random streams; returns ``yt [R, Nt, Dy]``
+        and the parameters each draw used (``[R, Nt, ...]``)."""
         if self._step_fn is None:
             # traced per concrete batch shape: static sizes keep attention on its dense path
             self._step_fn = tf.function(self._full_step)
@@ -285,9 +286,9 @@ class AutoregressiveNP(NeuralProcess):
         else:
             gen_order = tf.tile(tf.range(nt)[None], [num_samples * b, 1])
         rows = gather_targets(rows, gen_order)
-        # decoded in the network's units (normalise: window), every draw mapped back
-        shift, scale = self.window_statistics(rows)
-        rows = self.network_inputs(rows)
+        if self.normalise == "window":  # decoded in window units, the draws mapped back below
+            shift, scale = self.window_statistics(rows)
+            rows = window_normalisation.to_window_units(rows, shift, scale)
         if cache:
             yt, params = self._decode_compiled(rows, keys, jit_compile)
         else:

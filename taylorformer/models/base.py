@@ -192,13 +192,9 @@ class NeuralProcess(FitMixin, keras.Model):
         return window_normalisation.to_original_units(params, shift, scale, self.likelihood)
 
     def window_statistics(self, batch):
-        """``(shift, scale)`` float64 ``[B, 1, Dy]`` that take ``batch`` (prepared) to the
-        network's units: each window's context mean and floored std with ``normalise:
-        window``, else 0 and 1."""
-        if self.normalise == "window":
-            return window_normalisation.context_statistics(batch, self.normalise_min_scale)
-        shape = tf.concat([tf.shape(batch["yc"])[:1], [1, self.dim_y]], 0)
-        return tf.zeros(shape, tf.float64), tf.ones(shape, tf.float64)
+        """``(shift, scale)`` float64 ``[B, 1, Dy]``: each window's context mean and floored
+        std (``batch`` prepared; :func:`~taylorformer.window_normalisation.context_statistics`)."""
+        return window_normalisation.context_statistics(batch, self.normalise_min_scale)
 
     def network_inputs(self, batch):
         """``batch`` (prepared) as the network reads it (in window units with ``normalise: window``)."""
@@ -243,8 +239,9 @@ class NeuralProcess(FitMixin, keras.Model):
         ``AutoregressiveNP.teacher_forced_distribution`` name it for users)."""
         params = self(batch, training=training)
         if tf.executing_eagerly() and not training:
-            check_finite_outputs(params, with_masks(batch), f"model {self.name!r}")
-            self.check_training_range(self.prepare(batch))
+            prepared = with_masks(batch)
+            check_finite_outputs(params, prepared, f"model {self.name!r}")
+            self.check_training_range(prepared)
         return self.likelihood.distribution(params)
 
     def compiled_distribution(self, batch):

@@ -218,3 +218,13 @@ def test_export_serves_a_window_model_at_two_context_sizes(tmp_path):
         dist = model.predict_distribution(batch)
         np.testing.assert_allclose(out["mean"], dist.mean(), rtol=1e-5, atol=1e-3)
         np.testing.assert_allclose(out["stddev"], dist.stddev(), rtol=1e-5, atol=1e-5)
+
+
+def test_the_command_line_prints_the_warning_as_one_line(capsys):
+    from taylorformer.cli import one_line_warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with one_line_warnings(wn.TrainingRangeWarning):
+            warnings.warn(wn.TrainingRangeWarning("context outputs y0 reach [5, 6]"))
+    assert capsys.readouterr().err == "warning: context outputs y0 reach [5, 6]\n"

@@ -185,7 +185,13 @@ def paired(a, b, idx):
 
 
 def main(argv=None):
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--show":  # reprint a saved --json result
+        with open(sys.argv[2]) as f:
+            print(format_tables(json.load(f)))
+        return True
     args = parse_args(argv)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()  # the code that runs
     task = make_task(args)
     starts = task.window_starts("test")
     val_starts = task.window_starts("val")
@@ -206,23 +212,26 @@ def main(argv=None):
     diffs = {f"TNP-D window - {other}": {m: paired(per_window["TNP-D window"][k], per_window[other][k], idx)
                                          for m, k in (("mae", "ae"), ("nll", "nll"))}
              for other in per_window if other != "TNP-D window"}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    print("\n| method | MAE | RMSE | NLL | 95% coverage |\n|---|---|---|---|---|")
-    for name, row in table.items():
-        cells = [f"{row[k]['mean']:.3f} [{row[k]['lo']:.3f}, {row[k]['hi']:.3f}]"
-                 for k in ("mae", "rmse", "nll", "coverage95")]
-        print(f"| {name} | " + " | ".join(cells) + " |")
-    print("\n| paired difference (95% block-bootstrap interval) | MAE | NLL |\n|---|---|---|")
-    for name, row in diffs.items():
-        print(f"| {name} | " + " | ".join(f"{row[k]['mean']:+.3f} [{row[k]['lo']:+.3f}, {row[k]['hi']:+.3f}]"
-                                          for k in ("mae", "nll")) + " |")
     record = {"args": vars(args), "commit": commit, "test_windows": int(len(starts)), "train_seconds": timings,
               "val_nll": val_nll, "table": table, "paired": diffs}
+    print(format_tables(record))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1)
     return record
+
+
+def format_tables(record):
+    """The two Markdown tables of a result (``--show`` reprints a saved one)."""
+    lines = ["| method | MAE | RMSE | NLL | 95% coverage |", "|---|---|---|---|---|"]
+    for name, row in record["table"].items():
+        lines.append(f"| {name} | " + " | ".join(f"{row[k]['mean']:.4g} [{row[k]['lo']:.4g}, {row[k]['hi']:.4g}]"
+                                                  for k in ("mae", "rmse", "nll", "coverage95")) + " |")
+    lines += ["", "| paired difference | MAE | NLL |", "|---|---|---|"]
+    for name, row in record["paired"].items():
+        lines.append(f"| {name} | " + " | ".join(f"{row[k]['mean']:+.3g} [{row[k]['lo']:+.3g}, {row[k]['hi']:+.3g}]"
+                                                  for k in ("mae", "nll")) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

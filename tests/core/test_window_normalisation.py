@@ -228,3 +228,17 @@ def test_the_command_line_prints_the_warning_as_one_line(capsys):
         with one_line_warnings(wn.TrainingRangeWarning):
             warnings.warn(wn.TrainingRangeWarning("context outputs y0 reach [5, 6]"))
     assert capsys.readouterr().err == "warning: context outputs y0 reach [5, 6]\n"
+
+
+def test_forecasting_tasks_default_to_window_normalisation_unless_the_spec_says_global():
+    import pandas as pd
+
+    from taylorformer import registry, training
+
+    frame = pd.DataFrame({"y": np.linspace(0.0, 50.0, 80) + np.sin(np.arange(80))})
+    task = registry.get("task", "csv")(path=frame, target_columns="y", context_length=8, horizon=4,
+                                       split=(0.6, 0.2, 0.2))
+    cfg = training.TrainConfig(steps=1, batch_size=2, tensorboard=False)
+    spec = {"preset": "tnp-d", **LAYERS}
+    assert training.Trainer(spec, task, cfg, out_dir=None).spec["normalise"] == "window"
+    assert training.Trainer({**spec, "normalise": "global"}, task, cfg, out_dir=None).spec["normalise"] == "global"

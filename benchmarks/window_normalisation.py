@@ -64,7 +64,8 @@ def make_task(args):
     split = tuple(float(v) for v in args.split.split(","))
     names = args.column_names.split(",") if args.column_names else None
     return registry.get("task", "csv")(path=args.csv, target_columns=args.target, date_column=args.date,
-                                       column_names=names, split=split, context_length=args.context, horizon=args.horizon)
+                                       column_names=names, split=split, context_length=args.context,
+                                       horizon=args.horizon)
 
 
 def train(task, args, normalise):

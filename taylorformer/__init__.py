@@ -34,7 +34,8 @@ keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::
     plugin contract   hookspecs  registry  plugin_api  errors  checks
                       task  batch  spec  components  attention/  replication  experiment  testing
     models/           the NP family: base, conditional, autoregressive, build, fitting, layers,
-                      inference (loglik, predict), decoding, bounded_sampling, target_order
+                      inference (loglik, predict), decoding, bounded_sampling, target_order,
+                      window_normalisation
     prediction/       using a trained model: query, fields, placement, calibration, export
     workflow/         a training run: training, callbacks, run_dir, runs, evaluation
     plotting/         figures, one module per kind of data

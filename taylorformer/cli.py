@@ -26,9 +26,10 @@ import signal
 import sys
 import tempfile
 import traceback
+import warnings
 
 from taylorformer import registry
-from taylorformer.errors import SpecError, TaylorformerError
+from taylorformer.errors import SpecError, TaylorformerError, TrainingRangeWarning
 
 #: exceptions that mean bad user input (exit code 2); anything else is a bug (exit code 1)
 USER_ERRORS = (TaylorformerError, OSError, ValueError)
@@ -727,6 +728,25 @@ def build_parser():
     return parser
 
 
+@contextlib.contextmanager
+def one_line_warnings(category):
+    """Inside the block, a warning of ``category`` prints as one ``warning: ...`` line on
+    stderr (no source line); other warnings as Python prints them."""
+    previous = warnings.showwarning
+
+    def show(message, cat, filename, lineno, file=None, line=None):
+        if issubclass(cat, category):
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            previous(message, cat, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
+
 def main(argv=None):
     """Run the command line; returns the exit code (argparse exits 2 on a bad argument)."""
     parser = build_parser()
@@ -737,7 +757,8 @@ def main(argv=None):
     try:
         if getattr(args, "tensorflow", True):  # info reads a zip: no TensorFlow
             start_tensorflow(debug=args.debug)
-        return args.func(args)
+        with one_line_warnings(TrainingRangeWarning):
+            return args.func(args)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -77,3 +77,8 @@ def close_matches(word, candidates):
 class OutputPathError(TaylorformerError, ValueError):
     """An output path a command must not write: the same file as one of its inputs, one of
     a run directory's own files, a directory, or in a directory that does not exist."""
+
+
+class TrainingRangeWarning(UserWarning):
+    """A context lies far outside the range of inputs the model was trained on
+    (:mod:`taylorformer.models.window_normalisation`): its predictions there are extrapolation."""

@@ -159,8 +159,10 @@ class Row:
         return f"{self.paper} {self.table}: {self.dataset}, {self.model}, {self.metric} {format_value(self)}"
 
     def model_spec(self):
-        """The model spec: the preset with the row's overrides."""
-        return {"preset": self.model, **self.model_overrides}
+        """The model spec: the preset with the row's overrides. A row reproduces a paper's
+        protocol, whose data are standardised globally: ``normalise`` is ``"global"`` unless
+        the row says otherwise (a forecasting task would default to per-window)."""
+        return {"preset": self.model, "normalise": "global", **self.model_overrides}
 
     def eval_task(self):
         """``(task name, task config)`` of the evaluation."""

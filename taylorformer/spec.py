@@ -10,8 +10,11 @@ A spec names registry components::
      "likelihood": {"name": "normal", "min_scale": 0.001},
      "wrapper": null,                        # e.g. {"name": "local-taylor", ...}
      "dtype_policy": null,                   # e.g. "mixed_bfloat16" for the network
-     "observed_flags": null}                 # per-output observed flags in the tokens
+     "observed_flags": null,                 # per-output observed flags in the tokens
                                              # (null: on when dim_y > 1)
+     "normalise": null,                      # "global" | "window": outputs standardised by
+     "normalise_min_scale": 0.01}            # each window's context (null: the task's
+                                             # default, else "global"; window_normalisation)
 
 :func:`resolve_spec` fills defaults, validates keys and types, and records which
 distribution provided each component, nested ones included (``provenance``); the
@@ -22,6 +25,7 @@ nested component is called after its kind: ``attention`` or ``attention_<role>``
 import copy
 import functools
 import json
+import math
 import os
 import re
 
@@ -32,6 +36,12 @@ from taylorformer.hookspecs import KINDS
 
 MODEL_KINDS = ("conditional", "autoregressive")
 
+#: spec ``normalise``: the network's output units (:mod:`taylorformer.models.window_normalisation`)
+NORMALISE_MODES = ("global", "window")
+#: the default floor of a window's scale (spec ``normalise_min_scale``), in the batch's units
+#: (a task's z-scores: 1% of the training rows' std), so a constant context stays finite
+DEFAULT_MIN_SCALE = 0.01
+
 DEFAULTS = {
     "kind": "conditional",
     "dim_x": 1,
@@ -41,6 +51,8 @@ DEFAULTS = {
     "wrapper": None,
     "dtype_policy": None,
     "observed_flags": None,
+    "normalise": None,
+    "normalise_min_scale": DEFAULT_MIN_SCALE,
     "description": "",
 }
 TOP_LEVEL_KEYS = set(DEFAULTS) | {"encoder", "preset", "provenance"}
@@ -93,8 +105,11 @@ def load_spec_file(path, what="spec file"):
     return data
 
 
-def resolve_spec(spec, **overrides):
+def resolve_spec(spec, task_defaults=None, **overrides):
     """Complete, validated spec dict (JSON-serialisable) from any accepted form.
+
+    ``task_defaults``: values a task prefers for keys the spec leaves at null (e.g. a
+    forecasting task's ``{"normalise": "window"}``); the spec and ``overrides`` win.
 
     A spec saved with a model (it carries ``provenance``) that names a component no
     installed plugin provides raises :class:`UnknownComponentError` naming the
@@ -107,12 +122,12 @@ def resolve_spec(spec, **overrides):
     if not isinstance(spec, dict):
         raise SpecError(f"a model spec must be a preset name, a dict or a JSON/YAML path, got {type(spec).__name__}")
     try:
-        return _resolve(spec, overrides)
+        return _resolve(spec, overrides, task_defaults or {})
     except UnknownComponentError as exc:
         raise _with_plugin_hint(exc, spec.get("provenance") or []) from None
 
 
-def _resolve(spec, overrides):
+def _resolve(spec, overrides, task_defaults):
     spec = deep_merge(spec, overrides)
     unknown = set(spec) - TOP_LEVEL_KEYS
     if unknown:
@@ -133,6 +148,9 @@ def _resolve(spec, overrides):
     _check_types(resolved)
     if resolved["observed_flags"] is None:
         resolved["observed_flags"] = resolved["dim_y"] > 1
+    if resolved["normalise"] is None:
+        resolved["normalise"] = task_defaults.get("normalise") or "global"
+    check_normalise_options(resolved["normalise"], resolved["normalise_min_scale"])
     for field in COMPONENT_FIELDS:
         if resolved.get(field) is not None:
             resolved[field] = components.normalize(resolved[field], field)
@@ -158,6 +176,16 @@ def _check_types(spec):
                         f"got {spec['observed_flags']!r}")
     if not isinstance(spec["description"], str):
         raise SpecError(f"spec: description must be a string, got {spec['description']!r}")
+
+
+def check_normalise_options(mode, min_scale, owner="spec"):
+    """SpecError unless ``mode`` is one of :data:`NORMALISE_MODES` and ``min_scale`` a finite number > 0."""
+    if mode not in NORMALISE_MODES:
+        raise SpecError(f"{owner}: normalise must be one of {list(NORMALISE_MODES)} (window: each window "
+                        f"standardised by its own context), got {mode!r}")
+    if isinstance(min_scale, bool) or not isinstance(min_scale, (int, float)) \
+            or not math.isfinite(min_scale) or min_scale <= 0:
+        raise SpecError(f"{owner}: normalise_min_scale must be a finite number > 0, got {min_scale!r}")
 
 
 # ---------------------------------------------------------------- option value checks

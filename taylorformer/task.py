@@ -12,7 +12,9 @@ Protocol every task follows:
   ``seed``; training batch ``i`` depends only on ``(seed, i)``, and ``start`` skips to
   batch ``start`` so a resumed run continues the same stream) or ``"val"``/``"test"``
   (finite, fixed seeds: identical in every run);
-* ``get_config()`` -> JSON-serialisable dict that rebuilds the task.
+* ``get_config()`` -> JSON-serialisable dict that rebuilds the task;
+* optionally ``model_defaults``: a dict of spec values a model trained on the task takes
+  where its spec leaves them open (the forecasting tasks: ``{"normalise": "window"}``).
 
 Simulated tasks subclass :class:`Task` and implement :meth:`Task.sample`; tasks
 reading finite data (e.g. CSV series) override :meth:`Task.dataset`. ``sample`` runs on

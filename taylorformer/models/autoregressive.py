@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from taylorformer.models import bounded_sampling, decoding
+from taylorformer.models import bounded_sampling, decoding, window_normalisation
 from taylorformer.batch import fully_observed, with_targets
 from taylorformer.errors import SpecError
 from taylorformer.models.base import NeuralProcess, check_finite_outputs
@@ -75,9 +75,10 @@ class AutoregressiveNP(NeuralProcess):
         return bounded_sampling.draw(self.likelihood.distribution(params), keys, step)
 
     def _decode_full(self, rows, keys):
-        """Reference decoding (``cache=False``): one teacher-forced pass per step with the
-        values drawn so far. ``rows`` in generation order, ``keys [R]`` their random
-        streams; returns ``yt [R, Nt, Dy]`` and the parameters each draw used (``[R, Nt, ...]``)."""
+        """Reference decoding (``cache=False``): one teacher-forced pass of the network per
+        step with the values drawn so far (all in the network's units). ``rows`` in
+        generation order, ``keys [R]`` their random streams; returns ``yt [R, Nt, Dy]``
+        and the parameters each draw used (``[R, Nt, ...]``)."""
         if self._step_fn is None:
             # traced per concrete batch shape: static sizes keep attention on its dense path
             self._step_fn = tf.function(self._full_step)
@@ -90,7 +91,7 @@ class AutoregressiveNP(NeuralProcess):
 
     def _full_step(self, batch, yt, t, keys):
         """Draw target ``t`` of every row given ``yt[:, :t]``; returns (new yt, params at t)."""
-        params = self({**batch, "yt": yt})
+        params = self.network({**batch, "yt": yt})
         at_t = {key: value[:, t] for key, value in params.items()}
         draw = self._draw(at_t, keys, t)  # [R, Dy]
         return decoding.write_at(yt, t, draw[:, None]), at_t
@@ -206,6 +207,7 @@ class AutoregressiveNP(NeuralProcess):
         # the target values are never read: a NaN (unknown) target is still drawn
         batch = self.prepare(with_targets(batch, yt=tf.zeros_like(tf.cast(batch["yt"], tf.float32))))
         batch = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
+        self.check_training_range(batch)
         b, nt, dy = (int(n) for n in batch["yt"].shape)
         window_ids = self._window_ids(window_ids, b)
         seed = seed_pair(seed)
@@ -284,10 +286,16 @@ class AutoregressiveNP(NeuralProcess):
         else:
             gen_order = tf.tile(tf.range(nt)[None], [num_samples * b, 1])
         rows = gather_targets(rows, gen_order)
+        if self.normalise == "window":  # decoded in window units, the draws mapped back below
+            shift, scale = self.window_statistics(rows)
+            rows = window_normalisation.to_window_units(rows, shift, scale)
         if cache:
             yt, params = self._decode_compiled(rows, keys, jit_compile)
         else:
             yt, params = self._decode_full(rows, keys)
+        if self.normalise == "window":
+            yt = window_normalisation.samples_to_original_units(yt, shift, scale)
+            params = window_normalisation.to_original_units(params, shift, scale, self.likelihood)
         inverse = tf.argsort(gen_order, axis=1)
         yt = tf.gather(yt, inverse, batch_dims=1)
         mask = tf.tile(tf.cast(batch["mask_t"], yt.dtype), [num_samples, 1])[..., None]

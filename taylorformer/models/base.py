@@ -23,6 +23,7 @@ import keras
 import tensorflow as tf
 
 from taylorformer import components, registry, tf_compat
+from taylorformer.models import window_normalisation
 from taylorformer.checks import MAX_PARAMETERS
 from taylorformer.batch import append_observed_flags, fully_observed, validate_batch, with_masks
 from taylorformer.errors import BatchError, SpecError
@@ -157,6 +158,11 @@ class NeuralProcess(FitMixin, keras.Model):
         if self.observed_flags:
             dim_y += self.dim_y
         self.encoder = components.build("encoder", entry, "encoder", dim_x=dim_x, dim_y=dim_y)
+        self.normalise = spec.get("normalise", "global")
+        self.normalise_min_scale = spec.get("normalise_min_scale", window_normalisation.DEFAULT_MIN_SCALE)
+        if self.normalise == "window":
+            window_normalisation.check_likelihood(self.likelihood, self.dim_y, spec["likelihood"]["name"])
+        self.training_range = window_normalisation.TrainingRange(self.dim_x, self.dim_y)
         self._init_fit_state()
 
     @classmethod
@@ -176,8 +182,36 @@ class NeuralProcess(FitMixin, keras.Model):
         return with_masks(batch)
 
     def call(self, batch, training=None):
-        """Distribution parameters (dict of float32 ``[B, Nt, ...]`` tensors)."""
+        """Distribution parameters (dict of float32 ``[B, Nt, ...]`` tensors) in the batch's
+        units: the network's own (:meth:`network`), or with ``normalise: window`` the
+        network's in window units mapped back."""
         batch = self.prepare(batch)
+        if self.normalise != "window":
+            return self.network(batch, training=training)
+        shift, scale = self.window_statistics(batch)
+        params = self.network(window_normalisation.to_window_units(batch, shift, scale), training=training)
+        return window_normalisation.to_original_units(params, shift, scale, self.likelihood)
+
+    def window_statistics(self, batch):
+        """``(shift, scale)`` float64 ``[B, 1, Dy]``: each window's context mean and floored
+        std (``batch`` prepared; :func:`~taylorformer.models.window_normalisation.context_statistics`)."""
+        return window_normalisation.context_statistics(batch, self.normalise_min_scale)
+
+    def network_inputs(self, batch):
+        """``batch`` (prepared) as the network reads it (in window units with ``normalise: window``)."""
+        if self.normalise != "window":
+            return batch
+        return window_normalisation.to_window_units(batch, *self.window_statistics(batch))
+
+    def check_training_range(self, batch):
+        """Warn where a context of ``batch`` (prepared) lies far outside the inputs seen in
+        training (:meth:`TrainingRange.check <taylorformer.models.window_normalisation.TrainingRange.check>`)."""
+        if tf.executing_eagerly():
+            self.training_range.check(self.network_inputs(batch), self.normalise)
+
+    def network(self, batch, training=None):
+        """The network's parameters for ``batch`` (prepared) in its own units:
+        wrapper features, encoder, head, likelihood, wrapper adjustment."""
         features = None
         if self.wrapper is not None:
             features = self.wrapper.features(fully_observed(batch), causal=self.causal)
@@ -206,7 +240,9 @@ class NeuralProcess(FitMixin, keras.Model):
         ``AutoregressiveNP.teacher_forced_distribution`` name it for users)."""
         params = self(batch, training=training)
         if tf.executing_eagerly() and not training:
-            check_finite_outputs(params, with_masks(batch), f"model {self.name!r}")
+            prepared = with_masks(batch)
+            check_finite_outputs(params, prepared, f"model {self.name!r}")
+            self.check_training_range(prepared)
         return self.likelihood.distribution(params)
 
     def compiled_distribution(self, batch):
@@ -220,6 +256,7 @@ class NeuralProcess(FitMixin, keras.Model):
             self._compiled_call = tf.function(lambda b: self(b, training=False))
         params = self._compiled_call(batch)
         check_finite_outputs(params, batch, f"model {self.name!r}")
+        self.check_training_range(batch)
         return self.likelihood.distribution(params)
 
     def dummy_batch(self, nc=3, nt=2):
@@ -263,12 +300,16 @@ class NeuralProcess(FitMixin, keras.Model):
 
     def get_config(self):
         """``spec`` and ``name``, plus the ``normaliser`` and ``model_card`` where set (a
-        model file then carries them: :mod:`taylorformer.model_card`)."""
+        model file then carries them: :mod:`taylorformer.model_card`), and the inputs seen in
+        training (``trained_range``: :class:`taylorformer.models.window_normalisation.TrainingRange`)."""
         config = {"spec": self.spec, "name": self.name}
         if self.normaliser is not None:
             config["normaliser"] = self.normaliser.to_dict()
         if self.model_card is not None:
             config["model_card"] = self.model_card
+        trained = self.training_range.get_config()
+        if trained is not None:
+            config["trained_range"] = trained
         return config
 
     @classmethod
@@ -291,6 +332,7 @@ class NeuralProcess(FitMixin, keras.Model):
             raise SpecError(f"{cls.__name__} config 'model_card' must be a dict, got {type(card).__name__}")
         model = cls.from_spec(resolve_spec(spec), name=config.get("name"))
         model.normaliser, model.model_card = normaliser, card
+        model.training_range.set_config(config.get("trained_range"))
         return model
 
     def get_build_config(self):

@@ -128,6 +128,8 @@ class FitMixin:
 
     def train_step(self, batch):
         batch = _unpack(batch)
+        # the range of the network's inputs seen in training (window_normalisation.TrainingRange)
+        self.training_range.update(self.network_inputs(self.prepare(batch)))
         strategy = tf.distribute.get_strategy()
         replicas = strategy.num_replicas_in_sync
         optimizer = self.optimizer

@@ -160,7 +160,8 @@ class Trainer:
         overrides = {"dim_x": task.dim_x, "dim_y": task.dim_y}
         if cfg.dtype_policy:
             overrides["dtype_policy"] = cfg.dtype_policy
-        self.spec = resolve_spec(spec, **overrides)
+        # a task may prefer options the spec leaves open (forecasting: normalise "window")
+        self.spec = resolve_spec(spec, task_defaults=getattr(task, "model_defaults", None), **overrides)
         with self.strategy.scope():
             self.model = build_model(self.spec)
             if cfg.num_permutations and not self.model.causal:

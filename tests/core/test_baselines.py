@@ -201,20 +201,24 @@ def test_docs_table_is_generated_from_the_packaged_csvs():
 
 
 # ----------------------------------------------------------------------------- ETTm2 end to end
-@pytest.mark.slow
-def test_ett_rows_run_end_to_end_on_an_ettm2_fixture(tmp_path, ettm2_csv):
+def test_ett_baselines_score_an_ettm2_fixture_from_the_cli(tmp_path, ettm2_csv, capsys):
     """The ETT rows read ETTm2 (fetched by name on a user's machine); here a fixture in its
-    format stands in, through the task config's local path."""
+    format stands in, through the task config's local path. (Training the ETT rows on the
+    fixture: test_replication's end-to-end runs.)"""
     local = {"path": ettm2_csv()}
     results = str(tmp_path / "baselines.csv")
-    records = replication.score_baselines("taylorformer-ett-96-mse", results=results, task_config=local,
-                                          verbose=0)
-    assert [r["baseline"] for r in records] == ["persistence", "seasonal-naive:96"]
+    assert main(["replicate", "taylorformer-ett-96-mse", "--baseline", "--baselines", results,
+                 "--task-config", json.dumps(local)]) == 0
+    out = capsys.readouterr().out
+    assert "baseline persistence mse" in out and f"recorded in {results}" in out
+    lines = replication.read_results(results, replication.BASELINE_COLUMNS)
+    assert [line["baseline"] for line in lines] == ["persistence", "seasonal-naive:96"]
     task = make_task("ettm2", {**local, "horizon": 96})
-    assert records[0]["value"] == pytest.approx(baselines.forecast_values(task, "mse").mean())
-    assert records[0]["stderr_method"] == "batch means, blocks of 192 consecutive windows"
-    record = replication.replicate("taylorformer-ett-96-mse", budget=2, out=str(tmp_path / "run"), results=None,
-                                   eval_tasks=4, task_config=local, verbose=0, batch_size=2,
-                                   model_overrides={"encoder": {"layers": 1}}, jit_compile=False)
-    assert record["protocol"] == 2 and math.isfinite(record["value"]) and record["num_tasks"] == 4
-    assert math.isnan(record["stderr"])  # 4 overlapping windows: fewer than two blocks, no honest error bar
+    assert float(lines[0]["value"]) == pytest.approx(baselines.forecast_values(task, "mse").mean())
+    assert float(lines[1]["value"]) == pytest.approx(baselines.forecast_values(task, "mse", lag=96).mean())
+    assert lines[0]["stderr_method"] == "batch means, blocks of 192 consecutive windows"
+    assert lines[0]["protocol"] == "2" and "--task-config" in lines[0]["command"]
+    listed = {r["id"]: r for r in replication.list_rows(results=str(tmp_path / "none.csv"), baselines=results)}
+    assert listed["taylorformer-ett-96-mse"]["baseline"]["name"] == "persistence"  # the better of the two
+    with pytest.raises(Exception, match="has no baseline"):
+        replication.score_baselines("taylorformer-celeba", results=None)

@@ -196,15 +196,6 @@ def _task_values(model, task, metric, split, batch_size, num_tasks):
     return values[observed], int((~observed).sum())
 
 
-def mean_stderr(values):
-    """``(mean, standard error)`` of ``values`` (stderr NaN for one value)."""
-    import numpy as np
-
-    values = np.asarray(values, np.float64)
-    stderr = values.std(ddof=1) / math.sqrt(values.size) if values.size > 1 else float("nan")
-    return float(values.mean()), float(stderr)
-
-
 # ----------------------------------------------------------------------------- provenance
 def device_name():
     """The accelerator training ran on: ``GPU: NAME`` (each GPU), else ``CPU: MODEL (N cores)``."""

@@ -222,3 +222,15 @@ def test_ett_baselines_score_an_ettm2_fixture_from_the_cli(tmp_path, ettm2_csv, 
     assert listed["taylorformer-ett-96-mse"]["baseline"]["name"] == "persistence"  # the better of the two
     with pytest.raises(Exception, match="has no baseline"):
         replication.score_baselines("taylorformer-celeba", results=None)
+
+
+def test_a_results_file_of_the_earlier_columns_reads_and_migrates(tmp_path):
+    path = tmp_path / "old.csv"
+    old = ["r", "small", "2", "loglik", "1.5", "0.1", "2", "1", "", "cpu", "1", "v", "c", "cmd", "d", "o"]
+    path.write_text(",".join(replication.LEGACY_RESULT_COLUMNS) + "\n" + ",".join(old) + "\n")
+    (line,) = replication.read_results(str(path))
+    assert (line["value"], line["stderr_method"], line["protocol"]) == ("1.5", "iid", "1")
+    replication.append_result(str(path), {**line, "row": "s", "protocol": "2"})
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == replication.RESULT_COLUMNS and [r["protocol"] for r in rows] == ["1", "2"]

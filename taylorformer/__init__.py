@@ -37,7 +37,7 @@ keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::
                       inference (loglik, predict), decoding, bounded_sampling, target_order,
                       window_normalisation
     prediction/       using a trained model: query, fields, placement, calibration, export
-    workflow/         a training run: training, callbacks, run_dir, runs, evaluation
+    workflow/         a training run: training, callbacks, run_dir, runs, evaluation, baselines
     plotting/         figures, one module per kind of data
     the model file    normaliser (data units <-> model units), model_card (read without TensorFlow)
     the rest          cli (the command), tf_compat (private TF/Keras APIs), pixel_grid,

@@ -382,34 +382,46 @@ def budget(text):
 
 
 def _cell(value, digits=4):
-    """A number of the results file (text) as a short table cell."""
+    """A number of the results file (text) as a short table cell ("n/a" for none)."""
+    if value is None:
+        return "n/a"
     try:
         return f"{float(value):.{digits}g}"
     except (TypeError, ValueError):
         return str(value)
 
 
+#: the keys of each row in ``replicate --list --json`` (the rest of the row's fields follow)
+LIST_KEYS = ("id", "paper", "table", "dataset", "model", "metric", "higher_is_better", "paper_value",
+             "paper_error", "paper_error_kind", "paper_comparable", "ours", "earlier", "baseline", "baseline_reason",
+             "status", "status_reason")
+
+
 def _list_rows(args):
     from taylorformer import replication
 
-    listed = replication.list_rows(args.results)
+    listed = replication.list_rows(args.results, baselines=args.baselines)
     if args.json:
-        _print_json(listed)
+        _print_json([{**{k: row[k] for k in LIST_KEYS}, **{k: v for k, v in row.items() if k not in LIST_KEYS}}
+                     for row in listed])
         return 0
-    table = [("ID", "PAPER", "TABLE", "DATASET / PROTOCOL", "MODEL", "METRIC", "PAPER VALUE", "OURS",
-              "BUDGET")]
+    table = [("ID", "METRIC", "PAPER VALUE", "OURS", "BUDGET", "BASELINE", "STATUS")]
     for row in listed:
-        last, mark = (row["last"], "") if row["last"] is not None else (row["recorded"], " *")
-        ours = "not run" if last is None else f"{_cell(last['value'])} +- {_cell(last['stderr'], 2)}{mark}"
+        ours = row["ours"]
+        mark = "" if ours is None or ours["source"] == "results" else " *"
+        value = "not run" if ours is None else f"{_cell(ours['value'])} +- {_cell(ours['stderr'], 2)}{mark}"
         error = "" if row["paper_error"] is None else f" +- {row['paper_error']:g}"
-        table.append((row["id"], row["paper"].split(" (")[0], row["table"], row["dataset"], row["model"],
-                      row["metric"], f"{row['paper_value']:g}{error}", ours,
-                      "" if last is None else f"{last['budget']} ({last['steps']} steps)"))
+        base = row["baseline"]
+        baseline = "-" if base is None else f"{base['name']} {_cell(base['value'])}"
+        table.append((row["id"], row["metric"], f"{row['paper_value']:g}{error}", value,
+                      "" if ours is None else f"{ours['budget']} ({ours['steps']} steps)", baseline, row["status"]))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     for r in table:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    print(f"\nOurs: the last line of {args.results} for each row ({len(listed)} rows); * where it has "
-          "none: the project's recorded result (docs/replication.md).")
+    print(f"\nOurs: the last line of {args.results} for each row ({len(listed)} rows); * where it has none: "
+          f"the project's recorded result, from {replication.RECORDED_RESULTS}. Baselines: "
+          f"{args.baselines}, else {replication.RECORDED_BASELINES}. --json gives every field, with the "
+          "reasons for each status and missing baseline.")
     return 0
 
 
@@ -420,6 +432,15 @@ def _cmd_replicate(args):
         return _list_rows(args)
     if args.row is None:
         raise SpecError("replicate needs a ROW id, or --list to see them")
+    if args.baseline:
+        records = replication.score_baselines(args.row, results=args.baselines, eval_tasks=args.eval_tasks,
+                                              task_config=_json_arg(args.task_config, "--task-config"), verbose=0)
+        for record in records:
+            print(f"{args.row}: baseline {record['baseline']} {record['metric']} {record['value']:.4g} +- "
+                  f"{record['stderr']:.2g} ({record['stderr_method']}, {record['num_tasks']} tasks, "
+                  f"{record['wall_s']} s)")
+        print(f"recorded in {args.baselines}")
+        return 0
     record = replication.replicate(
         args.row, budget=args.budget, out=args.out, results=args.results, eval_tasks=args.eval_tasks,
         task_config=_json_arg(args.task_config, "--task-config"), batch_size=args.batch_size,
@@ -695,7 +716,7 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_info, tensorflow=False)
 
-    from taylorformer.replication import DEFAULT_RESULTS
+    from taylorformer.replication import DEFAULT_BASELINES, DEFAULT_RESULTS
 
     p = command("replicate", help="train and evaluate a published table row; --list shows the rows",
                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -705,11 +726,17 @@ def build_parser():
                             "append the result to the results file.\nThe same --out again resumes an "
                             "unfinished run (a finished one is evaluated again).",
                 epilog="Budgets: paper (the paper's steps and evaluation size), small (a documented "
-                       "fraction that\nfinishes in about 10 minutes on a laptop CPU), or a number of "
-                       "steps (small evaluation).\nRows and their protocols: docs/replication.md.")
+                       "fraction of the\npaper's steps; what each recorded run took is its wall time in "
+                       "--list --json), or a number\nof steps (small evaluation). --baseline scores the "
+                       "row's baselines on the same tasks.\nRows and their protocols: docs/replication.md.")
     p.add_argument("row", nargs="?", help="row id (see --list)")
-    p.add_argument("--list", action="store_true", help="list the rows with our last recorded values")
+    p.add_argument("--list", action="store_true", help="list the rows with our last recorded values, the "
+                   "baselines and each row's status")
     p.add_argument("--json", action="store_true", help="with --list: every field of every row as JSON")
+    p.add_argument("--baseline", action="store_true", help="score ROW's baselines (persistence, exact GP, "
+                   "...) on its evaluation tasks instead of training, into --baselines")
+    p.add_argument("--baselines", default=DEFAULT_BASELINES,
+                   help=f"baselines CSV (default {DEFAULT_BASELINES})")
     p.add_argument("--budget", type=budget, default="small", help="paper, small (default) or N_STEPS")
     p.add_argument("--out", help="run directory (default runs/replicate/RUN-BUDGET); an existing run "
                    "of the row resumes")

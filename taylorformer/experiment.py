@@ -20,6 +20,11 @@ METRICS = {
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "cosine")
 OWNER = "experiment"
+#: the baselines a row can name (taylorformer.workflow.baselines.BASELINES; kept here so that the
+#: records import no NumPy)
+BASELINE_NAMES = ("persistence", "seasonal-naive", "exact-gp", "context-frequency")
+#: baselines that bound the model from above rather than give a level it should beat
+CEILINGS = ("exact-gp",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +91,9 @@ class Evaluation:
 
 @dataclasses.dataclass(frozen=True)
 class SmallBudget:
-    """The ``small`` budget: ``steps`` training steps and ``eval_tasks`` evaluation tasks,
-    sized to finish in about 10 minutes on a laptop CPU (``why`` says how it was sized)."""
+    """The ``small`` budget: ``steps`` training steps and ``eval_tasks`` evaluation tasks, a
+    documented fraction of the paper's training (``why`` says how it was sized; the wall
+    time each recorded run took is in the results file, not promised here)."""
 
     steps: int
     eval_tasks: int
@@ -104,7 +110,18 @@ class Row:
 
     ``paper_error`` is the ``+-`` the paper prints next to ``paper_value`` and
     ``paper_error_kind`` what it is (e.g. "std over 5 runs", "standard error"); ``run``
-    names the training run (rows with the same ``run`` share one; default ``id``)."""
+    names the training run (rows with the same ``run`` share one; default ``id``).
+
+    ``baselines``: names of :data:`taylorformer.workflow.baselines.BASELINES` scored on the row's
+    evaluation tasks (``"seasonal-naive:96"`` names the season); with none,
+    ``no_baseline`` says why. ``protocol_version`` counts the changes of the row's
+    protocol; a result recorded under another version is not comparable, and
+    ``earlier_protocols`` (version -> how it differed) says why. ``not_comparable``: why
+    the row as defined is not comparable with the paper (empty: it is). ``paper_scale``:
+    where the paper's evaluation code scales its per-task mean (e.g. divides a sum over
+    windows by more rows than windows), the factor it applied, so that ``paper_value /
+    paper_scale`` is comparable with our per-task mean; ``paper_scale_why`` cites the code.
+    """
 
     id: str
     paper: str
@@ -124,6 +141,13 @@ class Row:
     task_config: dict = dataclasses.field(default_factory=dict)
     run: str = None
     notes: tuple = ()
+    baselines: tuple = ()
+    no_baseline: str = ""
+    protocol_version: int = 1
+    earlier_protocols: dict = dataclasses.field(default_factory=dict)
+    not_comparable: str = ""
+    paper_scale: float = None
+    paper_scale_why: str = ""
 
     def __post_init__(self):
         if not (isinstance(self.id, str) and self.id and self.id == self.id.strip().lower()
@@ -144,6 +168,22 @@ class Row:
                             f"paper's {self.training.steps}")
         if not isinstance(self.notes, tuple) or not all(isinstance(n, str) for n in self.notes):
             raise SpecError(f"{owner} 'notes' must be a tuple of strings, got {self.notes!r}")
+        if not isinstance(self.baselines, tuple) or not all(
+                isinstance(b, str) and b.split(":")[0] in BASELINE_NAMES for b in self.baselines):
+            raise SpecError(f"{owner} 'baselines' must be a tuple of names of {list(BASELINE_NAMES)} "
+                            f"(seasonal-naive:SEASON), got {self.baselines!r}")
+        for name in ("no_baseline", "not_comparable", "paper_scale_why"):
+            if not isinstance(getattr(self, name), str):
+                raise SpecError(f"{owner} {name!r} must be a string, got {getattr(self, name)!r}")
+        check_int(owner, "protocol_version", self.protocol_version)
+        if not isinstance(self.earlier_protocols, dict) or not all(
+                isinstance(k, int) and 1 <= k < self.protocol_version and isinstance(v, str)
+                for k, v in self.earlier_protocols.items()):
+            raise SpecError(f"{owner} 'earlier_protocols' must map earlier versions (ints below "
+                            f"{self.protocol_version}) to descriptions, got {self.earlier_protocols!r}")
+        check_number(owner, "paper_scale", self.paper_scale, low=0, low_open=True, optional=True)
+        if (self.paper_scale is None) != (not self.paper_scale_why):
+            raise SpecError(f"{owner}: 'paper_scale' and 'paper_scale_why' go together")
 
     @property
     def higher_is_better(self):
@@ -163,6 +203,13 @@ class Row:
         protocol, whose data are standardised globally: ``normalise`` is ``"global"`` unless
         the row says otherwise (a forecasting task would default to per-window)."""
         return {"preset": self.model, "normalise": "global", **self.model_overrides}
+
+    @property
+    def paper_comparable(self):
+        """``(value, error)`` of the paper comparable with our per-task mean: the printed
+        values divided by :attr:`paper_scale` where the paper's code scaled them."""
+        scale = self.paper_scale or 1.0
+        return self.paper_value / scale, None if self.paper_error is None else self.paper_error / scale
 
     def eval_task(self):
         """``(task name, task config)`` of the evaluation."""

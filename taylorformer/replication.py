@@ -5,8 +5,8 @@ everything needed to reproduce one published number: the paper, table and protoc
 model (a preset plus spec overrides), the task (a registered name plus config), the
 paper's training protocol (:class:`Training`), the evaluation protocol
 (:class:`Evaluation`), the metric and the paper's value, the ``small`` budget
-(:class:`SmallBudget`: a documented fraction of the training that finishes in about 10
-minutes on a laptop CPU) and notes on every place where the paper is silent. Each model
+(:class:`SmallBudget`: a documented fraction of the paper's training; what each recorded
+run took is its line's ``wall_s``) and notes on every place where the paper is silent. Each model
 family's plugin registers its own papers' rows (``plugins/<family>/experiments.py``); a
 third-party plugin adds rows the same way::
 
@@ -21,11 +21,16 @@ third-party plugin adds rows the same way::
 :func:`taylorformer.workflow.training.train`; calling it again with the same ``out`` resumes or
 finishes that run), evaluates exactly the row's protocol, and appends one line to a
 results CSV (:data:`RESULT_COLUMNS`, written atomically). Rows that share ``run`` (e.g. the
-NLL and the MSE of one forecasting model) share one training run. :func:`list_rows` gives
-the rows with the last value recorded for each.
+NLL and the MSE of one forecasting model) share one training run. :func:`score_baselines`
+scores a row's baselines (:mod:`taylorformer.workflow.baselines`) on the same tasks into a baselines
+CSV (:data:`BASELINE_COLUMNS`). :func:`list_rows` gives the rows with the last value and
+baseline recorded for each and their :func:`status`; :func:`markdown_table` renders them
+(docs/replication.md).
 
 Metrics (:data:`METRICS`) are computed per task and summarised as the mean and its
-standard error over tasks: ``loglik`` (mean log-likelihood per target point,
+standard error (:func:`taylorformer.workflow.baselines.summarise`: iid over independently drawn
+tasks, batch means over blocks of overlapping forecasting windows; the line's
+``stderr_method`` names it): ``loglik`` (mean log-likelihood per target point,
 :func:`taylorformer.models.inference.loglik`; teacher-forced for autoregressive models), ``nll``
 (its negative) and ``mse`` (mean squared error of the predictive mean per target point;
 for autoregressive models the teacher-forced one-step mean, the Taylorformer paper's MSE).
@@ -48,7 +53,7 @@ from taylorformer import registry
 from taylorformer.checks import check_int
 from taylorformer.errors import RunDirectoryError, SpecError, TaylorformerError
 from taylorformer.experiment import (  # noqa: F401 - the rows' records, re-exported for plugins
-    METRICS, OPTIMIZERS, OWNER, SCHEDULES, Evaluation, Row, SmallBudget, Training, format_value,
+    CEILINGS, METRICS, OPTIMIZERS, OWNER, SCHEDULES, Evaluation, Row, SmallBudget, Training, format_value,
     register_rows)
 from taylorformer.workflow.run_dir import RunDirectory, atomic_write_text
 from taylorformer.spec import deep_merge
@@ -63,8 +68,18 @@ DEFAULT_ROOT = os.path.join("runs", "replicate")
 DEFAULT_RESULTS = os.path.join(DEFAULT_ROOT, "results.csv")
 #: the project's recorded results (the table of docs/replication.md), shipped with the package
 RECORDED_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replication_results.csv")
-RESULT_COLUMNS = ("row", "budget", "steps", "metric", "value", "stderr", "num_tasks", "paper_value",
-                  "paper_error", "device", "wall_s", "version", "commit", "command", "date", "out_dir")
+#: the project's recorded baselines, shipped with the package
+RECORDED_BASELINES = os.path.join(os.path.dirname(RECORDED_RESULTS), "replication_baselines.csv")
+DEFAULT_BASELINES = os.path.join(DEFAULT_ROOT, "baselines.csv")
+#: columns of a results file before ``stderr_method`` and ``protocol`` (read as ``iid``, 1)
+LEGACY_RESULT_COLUMNS = ("row", "budget", "steps", "metric", "value", "stderr", "num_tasks", "paper_value",
+                         "paper_error", "device", "wall_s", "version", "commit", "command", "date", "out_dir")
+RESULT_COLUMNS = LEGACY_RESULT_COLUMNS + ("stderr_method", "protocol")
+BASELINE_COLUMNS = ("row", "baseline", "metric", "value", "stderr", "stderr_method", "num_tasks", "protocol",
+                    "wall_s", "commit", "command", "date")
+#: the values of a row's status (:func:`status`)
+STATUSES = ("reproduced", "within 2 se", "below paper", "above paper", "below baseline", "not run",
+            "not comparable")
 
 
 # ----------------------------------------------------------------------------- lookup
@@ -181,15 +196,6 @@ def _task_values(model, task, metric, split, batch_size, num_tasks):
     return values[observed], int((~observed).sum())
 
 
-def mean_stderr(values):
-    """``(mean, standard error)`` of ``values`` (stderr NaN for one value)."""
-    import numpy as np
-
-    values = np.asarray(values, np.float64)
-    stderr = values.std(ddof=1) / math.sqrt(values.size) if values.size > 1 else float("nan")
-    return float(values.mean()), float(stderr)
-
-
 # ----------------------------------------------------------------------------- provenance
 def device_name():
     """The accelerator training ran on: ``GPU: NAME`` (each GPU), else ``CPU: MODEL (N cores)``."""
@@ -210,16 +216,17 @@ def device_name():
 
 def source_commit():
     """``git describe`` of the checkout this package runs from (``-dirty`` with local
-    changes to tracked files other than :data:`RECORDED_RESULTS`, which recording a result
-    changes), or ``"unknown"`` for an installed package outside git."""
+    changes to tracked files other than :data:`RECORDED_RESULTS` and
+    :data:`RECORDED_BASELINES`, which recording a result changes), or ``"unknown"`` for an installed package outside git."""
     def git(*args):
         return subprocess.run(["git", "-C", os.path.dirname(RECORDED_RESULTS), *args], capture_output=True,
                               text=True, timeout=10, check=True).stdout
 
     try:
         commit = git("describe", "--always").strip()
+        recorded = (os.path.basename(RECORDED_RESULTS), os.path.basename(RECORDED_BASELINES))
         changed = [line for line in git("status", "--porcelain", "--untracked-files=no").splitlines()
-                   if not line.endswith(os.path.basename(RECORDED_RESULTS))]
+                   if not line.endswith(recorded)]
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (commit + "-dirty" * bool(changed)) if commit else "unknown"
@@ -243,17 +250,20 @@ def command_line(row_id, budget, out=None, results=None, eval_tasks=None, task_c
 
 # ----------------------------------------------------------------------------- results
 #: columns of a results line that hold numbers (checked when the file is read)
-NUMERIC_COLUMNS = {"steps": int, "value": float, "stderr": float, "num_tasks": int, "paper_value": float}
+NUMERIC_COLUMNS = {"steps": int, "value": float, "stderr": float, "num_tasks": int, "paper_value": float,
+                   "protocol": int}
 
 
-def read_results(path):
+def read_results(path, columns=RESULT_COLUMNS):
     """The results CSV at ``path`` as a list of dicts (``[]`` when it does not exist).
     RunDirectoryError naming the file (and the line) when it is a directory, not UTF-8
-    text (a binary file), not a CSV, its header is not :data:`RESULT_COLUMNS`, or a line
-    has the wrong number of fields or a non-number in :data:`NUMERIC_COLUMNS` (empty: not
-    recorded)."""
+    text (a binary file), not a CSV, its header is not ``columns`` (a results file of
+    :data:`LEGACY_RESULT_COLUMNS` reads with ``stderr_method`` ``iid`` and ``protocol``
+    1), or a line has the wrong number of fields or a non-number in
+    :data:`NUMERIC_COLUMNS` (empty: not recorded)."""
     if not os.path.lexists(path):
         return []
+    kind = "replication" if columns == RESULT_COLUMNS else "baseline"
     if os.path.isdir(path):
         raise RunDirectoryError(f"results file {path} is a directory; pass a CSV file as --results")
     try:
@@ -264,32 +274,35 @@ def read_results(path):
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise RunDirectoryError(f"results file {path} is not a readable CSV text file "
                                 f"({type(exc).__name__}: {exc}); pass another --results") from None
-    if tuple(fields or ()) != RESULT_COLUMNS:
+    legacy = columns == RESULT_COLUMNS and tuple(fields or ()) == LEGACY_RESULT_COLUMNS
+    if tuple(fields or ()) != columns and not legacy:
         raise RunDirectoryError(f"results file {path} has columns {fields}, not the "
-                                f"replication columns {list(RESULT_COLUMNS)}; pass another --results")
+                                f"{kind} columns {list(columns)}; pass another --results")
     for number, line in enumerate(lines, start=2):
         problem = None
         if None in line or None in line.values():
             problem = "wrong number of fields"
         else:
-            for column, kind in NUMERIC_COLUMNS.items():
+            for column, kind_of in NUMERIC_COLUMNS.items():
                 try:
-                    kind(line[column] or "0")  # empty: not recorded
+                    kind_of(line.get(column) or "0")  # empty: not recorded
                 except ValueError:
                     problem = f"{column} {line[column]!r} is not a number"
                     break
         if problem:
             raise RunDirectoryError(f"results file {path} is malformed at line {number} ({problem}); "
                                     "fix or remove that line, or pass another --results")
+        if legacy:
+            line.update(stderr_method="iid", protocol="1")
     return lines
 
 
-def check_results_file(path):
+def check_results_file(path, columns=RESULT_COLUMNS):
     """Everything :func:`append_result` needs, checked before any training: the file
     reads (:func:`read_results`) and a file can be written in its directory (created
     where missing: its nearest existing ancestor must be a writable directory).
     RunDirectoryError naming the file otherwise."""
-    read_results(path)
+    read_results(path, columns)
     directory = os.path.dirname(os.path.abspath(path))
     existing = directory
     while not os.path.lexists(existing):
@@ -305,7 +318,7 @@ def check_results_file(path):
     return path
 
 
-def append_result(path, record):
+def append_result(path, record, columns=RESULT_COLUMNS):
     """Append ``record`` (a dict over :data:`RESULT_COLUMNS`) to the results CSV at ``path``,
     atomically: the file is rewritten through a temporary file and renamed, under an
     exclusive lock of its directory (two runs finishing at once both keep their line)."""
@@ -315,9 +328,9 @@ def append_result(path, record):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=RESULT_COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(read_results(path) + [record])
+        writer.writerows(read_results(path, columns) + [record])
         atomic_write_text(path, buffer.getvalue())
     finally:
         os.close(fd)  # releases the lock
@@ -328,13 +341,188 @@ def last_results(path):
     return {line["row"]: line for line in read_results(path)}
 
 
-def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS):
+def last_baselines(path):
+    """``(row id, baseline)`` -> the last line recorded for it in the baselines CSV at ``path``."""
+    return {(line["row"], line["baseline"]): line for line in read_results(path, BASELINE_COLUMNS)}
+
+
+def _number(text):
+    """A number of a results line (float), or None where it is empty or NaN."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _ours(row, line, source):
+    """The ``ours`` object of :func:`list_rows` for a results ``line`` (None: none)."""
+    if line is None:
+        return None
+    steps = int(line["steps"] or 0)
+    return {"value": _number(line["value"]), "stderr": _number(line["stderr"]),
+            "stderr_method": line.get("stderr_method") or "iid", "num_tasks": int(line["num_tasks"] or 0),
+            "budget": line["budget"], "steps": steps, "paper_steps": row.training.steps,
+            "budget_fraction": steps / row.training.steps, "wall_s": _number(line["wall_s"]),
+            "protocol": int(line.get("protocol") or 1), "device": line["device"], "commit": line["commit"],
+            "command": line["command"], "date": line["date"], "source": source}
+
+
+def _baseline(row, lines):
+    """``(baseline object or None, reason)`` of :func:`list_rows`: of the row's baselines
+    recorded under its protocol, the best reference (a baseline to beat), else a ceiling."""
+    if not row.baselines:
+        return None, row.no_baseline or "the row names no baseline"
+    found = []
+    for name in row.baselines:
+        line = lines.get((row.id, name))
+        if line is None or int(line.get("protocol") or 1) != row.protocol_version or _number(line["value"]) is None:
+            continue
+        found.append({"name": name, "kind": "ceiling" if name in CEILINGS else "reference",
+                      "value": _number(line["value"]), "stderr": _number(line["stderr"]),
+                      "stderr_method": line["stderr_method"], "num_tasks": int(line["num_tasks"] or 0),
+                      "command": line["command"]})
+    if not found:
+        return None, (f"{', '.join(row.baselines)} not scored here under protocol {row.protocol_version}: "
+                      f"`taylorformer replicate {row.id} --baseline` scores it")
+    sign = 1 if row.higher_is_better else -1
+    references = [b for b in found if b["kind"] == "reference"]
+    return max(references or found, key=lambda b: sign * b["value"]), ""
+
+
+def _gap_se(*errors):
+    """``sqrt(sum e^2)`` of the standard errors given (None and NaN count as 0)."""
+    return math.sqrt(sum(e * e for e in errors if e is not None and math.isfinite(e)))
+
+
+def status(row, ours, baseline, earlier=None):
+    """``(status, reason)`` of ``row`` (:data:`STATUSES`), given ``ours``, ``baseline`` and
+    ``earlier`` as :func:`list_rows` gives them. In order: ``not comparable`` (the row says
+    why), ``not run`` (no result under the row's protocol version; ``earlier``, a result
+    under an older one, is named with how that protocol differed), ``below baseline``
+    (worse than a reference baseline by more than twice the combined standard error),
+    ``reproduced`` (within the paper's ``+-``, or within half a unit of its last printed
+    digit where it prints none), ``within 2 se`` (within twice our standard error),
+    ``below paper`` / ``above paper`` (worse / better than the paper beyond that).
+    The paper's value is :attr:`Row.paper_comparable` (rescaled where its code scaled it).
+    "Below" and "above" mean worse and better: for an NLL or MSE, below is higher."""
+    if row.not_comparable:
+        return "not comparable", row.not_comparable
+    if ours is None or ours["value"] is None:
+        if earlier is not None:
+            why = row.earlier_protocols.get(earlier["protocol"], "")
+            return "not run", (f"no result under protocol {row.protocol_version}; the recorded "
+                               f"{earlier['value']:.4g} ran under protocol {earlier['protocol']}"
+                               + (f" ({why})" if why else "") + ", not comparable")
+        return "not run", "no result recorded"
+    sign = 1 if row.higher_is_better else -1
+    value, stderr = ours["value"], ours["stderr"]
+    if baseline is not None and baseline["kind"] == "reference":
+        gap = sign * (value - baseline["value"])
+        if gap < -2 * _gap_se(stderr, baseline["stderr"]):
+            return "below baseline", (f"{baseline['name']} scores {baseline['value']:.4g} on the same tasks, "
+                                      f"ours {value:.4g}")
+    paper, error = row.paper_comparable
+    printed = f"{row.paper_value:g}"
+    digits = len(printed.split(".")[1]) if "." in printed and "e" not in printed else 0
+    tolerance = error if error else 0.5 * 10 ** -digits / (row.paper_scale or 1.0)
+    gap = sign * (value - paper)
+    if abs(gap) <= tolerance:
+        return "reproduced", f"within the paper's {'+-' if error else 'rounding'} {tolerance:.2g}"
+    if stderr is not None and abs(gap) <= 2 * stderr:
+        return "within 2 se", f"the gap {gap:+.3g} is within twice our standard error {stderr:.2g}"
+    return ("above paper" if gap > 0 else "below paper"), f"{'better' if gap > 0 else 'worse'} by {abs(gap):.3g}"
+
+
+def _by_row(path):
+    """row id -> every line for it in the results CSV at ``path``, in order."""
+    lines = {}
+    for line in read_results(path):
+        lines.setdefault(line["row"], []).append(line)
+    return lines
+
+
+def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFAULT_BASELINES,
+              recorded_baselines=RECORDED_BASELINES):
     """Every registered row as a dict: its fields, ``higher_is_better``, ``last`` (the last
     line for it in ``results``, the user's runs) and ``recorded`` (the last line for it in
-    ``recorded``, the project's results); each None when there is none."""
-    last, ours = last_results(results), last_results(recorded)
-    return [{**dataclasses.asdict(row), "higher_is_better": row.higher_is_better, "last": last.get(row.id),
-             "recorded": ours.get(row.id)} for row in rows()]
+    ``recorded``, the project's results), each None when there is none; ``ours`` (the last
+    line under the row's protocol version, of ``results``, else ``recorded``: value,
+    stderr, stderr_method, budget, steps, paper_steps, budget_fraction, wall_s, protocol,
+    ...; None: not run), ``earlier`` (the same for the last line under an earlier
+    protocol, when ``ours`` is None), ``paper_comparable`` (``{value, error, why}`` where
+    the paper's code scaled its value, else None), ``baseline`` (name, kind, value, stderr,
+    ...; None with ``baseline_reason``) from ``baselines`` (the user's) over
+    ``recorded_baselines`` (the project's), and ``status`` with ``status_reason``."""
+    mine, project = _by_row(results), _by_row(recorded)
+    scored = {**last_baselines(recorded_baselines), **last_baselines(baselines)}
+    listed = []
+    for row in rows():
+        ours = earlier = None
+        for lines, source in ((mine.get(row.id, []), "results"), (project.get(row.id, []), "recorded")):
+            current = [ln for ln in lines if int(ln.get("protocol") or 1) == row.protocol_version]
+            ours = ours or (_ours(row, current[-1], source) if current else None)
+            earlier = earlier or (_ours(row, lines[-1], source) if lines and not current else None)
+        if ours is not None:
+            earlier = None
+        baseline, reason = _baseline(row, scored)
+        state, why = status(row, ours, baseline, earlier)
+        value, error = row.paper_comparable
+        listed.append({**dataclasses.asdict(row), "higher_is_better": row.higher_is_better,
+                       "last": (mine.get(row.id) or [None])[-1], "recorded": (project.get(row.id) or [None])[-1],
+                       "ours": ours, "earlier": earlier,
+                       "paper_comparable": None if row.paper_scale is None else
+                       {"value": value, "error": error, "why": row.paper_scale_why},
+                       "baseline": baseline, "baseline_reason": reason, "status": state, "status_reason": why})
+    return listed
+
+
+def _cell(value, digits=4):
+    return "" if value is None else f"{value:.{digits}g}"
+
+
+def markdown_table(listed=None):
+    """The rows as one Markdown table (docs/replication.md): paper, ours and the baseline
+    with their error bars, the budget fraction and the status (of :func:`list_rows`)."""
+    listed = list_rows() if listed is None else listed
+    lines = ["| row | paper, table | metric | paper | ours (stderr, method) | budget | wall | baseline "
+             "| status |", "|---|---|---|---|---|---|---|---|---|"]
+    for item in sorted(listed, key=lambda r: r["id"]):
+        paper = f"{item['paper_value']:g}" + ("" if item["paper_error"] is None else f" ± {item['paper_error']:g}")
+        if item["paper_comparable"]:
+            paper += f" (per window: {item['paper_comparable']['value']:.4g})"
+        ours, budget, wall = "not run", "", ""
+        if item["ours"] is None and item["earlier"] is not None:
+            ours = f"not run (protocol {item['earlier']['protocol']} gave {_cell(item['earlier']['value'])})"
+        if item["ours"] is not None:
+            o = item["ours"]
+            ours = f"{_cell(o['value'])} ± {_cell(o['stderr'], 2) or 'n/a'} ({o['stderr_method']}, {o['num_tasks']} tasks)"
+            budget = f"{o['steps']:,} / {o['paper_steps']:,} steps ({100 * o['budget_fraction']:.2g}%)"
+            wall = "" if o["wall_s"] is None else f"{o['wall_s']:,.0f} s"
+        b = item["baseline"]
+        baseline = (f"{b['name']}{' (ceiling)' if b['kind'] == 'ceiling' else ''}: {_cell(b['value'])} ± "
+                    f"{_cell(b['stderr'], 2) or 'n/a'}" if b else f"none: {item['baseline_reason']}")
+        state = f"**{item['status']}**: {item['status_reason']}"
+        lines.append(f"| `{item['id']}` | {item['paper'].split(' (')[0]} {item['table']} | {item['metric']} "
+                     f"| {paper} | {ours} | {budget} | {wall} | {baseline} | {state} |")
+    return "\n".join(lines) + "\n"
+
+
+#: the markers around the generated table in docs/replication.md
+TABLE_BEGIN = "<!-- replication table: generated by `python -m taylorformer.replication`; do not edit -->"
+TABLE_END = "<!-- end of the generated replication table -->"
+
+
+def write_docs_table(path):
+    """Replace the text between :data:`TABLE_BEGIN` and :data:`TABLE_END` in the Markdown
+    file ``path`` by :func:`markdown_table` of the recorded results (atomically)."""
+    text = open(path, encoding="utf-8").read()
+    if TABLE_BEGIN not in text or TABLE_END not in text:
+        raise RunDirectoryError(f"{path} has no generated-table markers ({TABLE_BEGIN!r} ... {TABLE_END!r})")
+    head, rest = text.split(TABLE_BEGIN, 1)
+    tail = rest.split(TABLE_END, 1)[1]
+    table = markdown_table(list_rows(results=RECORDED_RESULTS, baselines=RECORDED_BASELINES))
+    atomic_write_text(path, f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{tail}")
 
 
 # ----------------------------------------------------------------------------- replicate
@@ -406,9 +594,12 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
         warnings.warn(f"{row.id}: {skipped} evaluation task(s) have no observed target (all their target "
                       f"values are missing) and are left out; the value is over {len(values)} task(s)",
                       stacklevel=2)
-    value, stderr = mean_stderr(values)
+    from taylorformer.workflow.baselines import overlap_block, summarise
+
+    value, stderr, stderr_method = summarise(values, overlap_block(task))
     record = {"row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
-              "stderr": stderr, "num_tasks": len(values), "paper_value": row.paper_value,
+              "stderr": stderr, "stderr_method": stderr_method, "protocol": row.protocol_version,
+              "num_tasks": len(values), "paper_value": row.paper_value,
               "paper_error": "" if row.paper_error is None else row.paper_error,
               "device": device_name(), "wall_s": round(time.time() - started, 1), "version": __version__,
               "commit": source_commit(),
@@ -427,6 +618,74 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     return record
 
 
+def baseline_values(row, name, eval_tasks=None, task_config=None):
+    """``(values [n], block)``: the per-task ``row.metric`` of baseline ``name`` (one of
+    ``row.baselines``) on the row's evaluation tasks (the first ``eval_tasks``; default the
+    paper's evaluation), and the block length of their error bar."""
+    import numpy as np
+
+    from taylorformer.workflow import baselines
+    from taylorformer.task import make_task
+
+    eval_name, eval_config = row.eval_task()
+    task = make_task(eval_name, {**eval_config, **(task_config or {})})
+    num_tasks = eval_tasks or row.evaluation.num_tasks
+    kind, _, option = name.partition(":")
+    if kind in ("persistence", "seasonal-naive"):
+        if row.metric not in ("mse", "nll"):
+            raise SpecError(f"row {row.id!r}: {kind} scores mse or nll, not {row.metric!r}")
+        values = baselines.forecast_values(task, row.metric, row.evaluation.split,
+                                           lag=int(option or 1), num_tasks=num_tasks)
+        return values, baselines.overlap_block(task)
+    if kind == "exact-gp":
+        from taylorformer.spec import resolve_spec
+
+        joint = resolve_spec(row.model_spec()).get("kind") == "autoregressive"  # scored teacher-forced, jointly
+        values = baselines.exact_gp_values(task, row.evaluation.split, row.evaluation.batch_size, num_tasks, joint)
+    else:
+        values = baselines.context_frequency_values(task, row.evaluation.split, row.evaluation.batch_size,
+                                                    num_tasks)
+    values = np.asarray(values, np.float64)
+    return (-values if row.metric == "nll" and kind == "exact-gp" else values), 1
+
+
+def score_baselines(row_id, results=DEFAULT_BASELINES, eval_tasks=None, task_config=None, verbose=1):
+    """Score every baseline of row ``row_id`` on its evaluation tasks (the first
+    ``eval_tasks``, default the paper's evaluation; ``task_config`` as in
+    :func:`replicate`) and append one line each to the baselines CSV ``results``
+    (:data:`BASELINE_COLUMNS`; None: not recorded). Returns the records."""
+    from taylorformer.workflow.baselines import summarise
+
+    row = get_row(row_id)
+    check_int("replicate", "eval_tasks", eval_tasks, optional=True)
+    if not row.baselines:
+        raise SpecError(f"row {row.id!r} has no baseline: {row.no_baseline or 'none given'}")
+    if results is not None:
+        check_results_file(results, BASELINE_COLUMNS)
+    records = []
+    for name in row.baselines:
+        started = time.time()
+        values, block = baseline_values(row, name, eval_tasks, task_config)
+        value, stderr, method = summarise(values, block)
+        args = ["taylorformer", "replicate", row.id, "--baseline"]
+        if results not in (None, DEFAULT_BASELINES):
+            args += ["--baselines", str(results)]
+        if eval_tasks:
+            args += ["--eval-tasks", str(eval_tasks)]
+        if task_config:
+            args += ["--task-config", json.dumps(task_config, sort_keys=True)]
+        record = {"row": row.id, "baseline": name, "metric": row.metric, "value": value, "stderr": stderr,
+                  "stderr_method": method, "num_tasks": len(values), "protocol": row.protocol_version,
+                  "wall_s": round(time.time() - started, 1), "commit": source_commit(),
+                  "command": shlex.join(args), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if verbose:
+            print(f"baseline: {json.dumps(record, sort_keys=True)}", flush=True)
+        if results is not None:
+            append_result(results, record, BASELINE_COLUMNS)
+        records.append(record)
+    return records
+
+
 def one_line(exc):
     """The message of ``exc`` on one line."""
     return " ".join(str(exc).split())
@@ -441,3 +700,10 @@ def comparison(row, record):
     return (f"{row.id}: paper {format_value(row)} ({row.paper_error_kind or 'as printed'}); ours "
             f"{value:.4g} +- {stderr:.2g} (standard error over {record['num_tasks']} tasks, budget "
             f"{record['budget']}, {record['steps']} steps); {row.metric} {gap:+.4g}: {verdict}")
+
+
+if __name__ == "__main__":  # python -m taylorformer.replication [DOC]: regenerate the docs' table
+    import sys
+
+    write_docs_table(sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.dirname(RECORDED_RESULTS)), "docs", "replication.md"))

@@ -161,3 +161,29 @@ def gridded_configs(tmp_path_factory):
                        "latitude": np.linspace(60, -60, 5), "longitude": np.arange(0, 360, 60.0)}
                ).to_netcdf(path, engine="h5netcdf")
     return {"gridded": {"path": str(path), "window_length": 2, "num_context": [4, 8], "num_target": 6}}
+
+
+#: the columns of ETTm2.csv after its date
+ETT_COLUMNS = ["HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT"]
+
+
+@pytest.fixture
+def ettm2_csv(tmp_path):
+    """A function ``(rows=2000, seed=0) -> path`` writing a CSV in ETTm2.csv's format
+    (``date`` every 15 minutes, six loads and the oil temperature OT: a daily cycle of 96
+    steps plus a random walk) into ``tmp_path``; ETTm2 itself is not available offline."""
+    import pandas as pd
+
+    def write(rows=2_000, seed=0):
+        rng = np.random.default_rng(seed)
+        t = np.arange(rows)
+        frame = pd.DataFrame({"date": pd.date_range("2016-07-01", periods=rows, freq="15min")
+                              .strftime("%Y-%m-%d %H:%M:%S")})
+        for j, column in enumerate(ETT_COLUMNS):
+            frame[column] = np.round(20 + 5 * np.sin(2 * np.pi * t / 96 + j)
+                                     + np.cumsum(rng.normal(0, 0.3, rows)), 3)
+        path = tmp_path / f"ETTm2-{rows}-{seed}.csv"
+        frame.to_csv(path, index=False)
+        return str(path)
+
+    return write

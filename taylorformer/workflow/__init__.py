@@ -10,5 +10,7 @@ what it needs):
 * :mod:`~taylorformer.workflow.runs`: finished runs: load, evaluate, plot, predict
   (:func:`taylorformer.evaluate_run`);
 * :mod:`~taylorformer.workflow.evaluation`: the metrics (log-likelihood, RMSE, coverage,
-  sampled forecasts, order consistency).
+  sampled forecasts, order consistency);
+* :mod:`~taylorformer.workflow.baselines`: the replication rows' baselines (persistence,
+  seasonal naive, exact GP, context frequencies) and their error bars (iid, batch means).
 """

@@ -210,7 +210,7 @@ def test_evaluate_and_plot_leave_the_run_as_it_was(run_dir, tmp_path, capsys):
 
 # ---------------------------------------------------------------- replicate
 ROW = "taylorformer-gp-periodic"
-LINE = ",".join(["r", "small", "2", "loglik", "1.5", "0.1", "2", "1", "", "cpu", "1", "v", "c", "cmd", "d", "o"])
+LINE = ",".join(["r", "small", "2", "loglik", "1.5", "0.1", "2", "1", "", "cpu", "1", "v", "c", "cmd", "d", "o", "iid", "1"])
 
 
 @st.composite

@@ -1,0 +1,237 @@
+"""Baselines and error bars of the replication rows (taylorformer.workflow.baselines), the rows'
+status, ``replicate --list --json`` against the packaged CSVs and the generated docs table.
+
+The scorers are checked against independent NumPy references: loops over
+:meth:`CSVSeriesTask.window` for persistence and seasonal naive, a per-block loop for the
+batch-means error bar, a per-task loop for the context-frequency NLL.
+"""
+import csv
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from taylorformer import replication
+from taylorformer.workflow import baselines
+from taylorformer.cli import main
+from taylorformer.task import make_task
+
+# ----------------------------------------------------------------------------- error bars
+def test_block_stderr_matches_a_loop_over_blocks():
+    values = np.random.default_rng(1).normal(size=103)
+    for block in (1, 5, 10, 51):
+        count = 103 // block
+        means = [values[i * block:(i + 1) * block].mean() for i in range(count)]
+        expected = np.std(means, ddof=1) / math.sqrt(count)
+        assert baselines.block_stderr(values, block) == pytest.approx(expected, rel=1e-12)
+    assert baselines.block_stderr(values, 1) == pytest.approx(np.std(values, ddof=1) / math.sqrt(103))
+    assert math.isnan(baselines.block_stderr(values, 52))  # one block: no error bar
+    with pytest.raises(ValueError, match="block must be >= 1"):
+        baselines.block_stderr(values, 0)
+
+
+def test_block_stderr_of_overlapping_windows_is_honest():
+    """Per-window means of overlapping windows of one white-noise series (the situation of
+    stride-1 forecasting windows): the iid standard error understates the spread of the
+    mean over independent series, the batch-means one does not."""
+    rng = np.random.default_rng(2)
+    width, n = 50, 2_000
+    kernel = np.ones(width) / width
+    means, iid, block = [], [], []
+    for _ in range(200):
+        values = np.convolve(rng.normal(size=n + width - 1), kernel, mode="valid")  # [n] window means
+        means.append(values.mean())
+        iid.append(baselines.iid_stderr(values))
+        block.append(baselines.block_stderr(values, width))
+    truth = np.std(means)
+    assert np.mean(iid) < truth / 4  # treating the windows as independent: far too small
+    assert 0.7 * truth < np.mean(block) < 1.3 * truth
+
+
+def test_summarise_names_its_method():
+    values = np.arange(40.0)
+    assert baselines.summarise(values)[2] == "iid"
+    mean, stderr, method = baselines.summarise(values, 4)
+    assert mean == 19.5 and stderr == baselines.block_stderr(values, 4)
+    assert method == "batch means, blocks of 4 consecutive windows"
+
+
+# ----------------------------------------------------------------------------- forecasting
+@pytest.mark.parametrize("lag", [1, 96])
+def test_naive_forecasts_match_a_loop_over_windows(lag, ettm2_csv):
+    path = ettm2_csv()
+    task = make_task("ettm2", {"path": path, "horizon": 48, "context_length": 96})
+    train = task.series("train")["y"][:, 0]
+    z = (train - task.mean[0]) / task.std[0]
+    variance = np.mean((z[lag:] - z[:-lag]) ** 2)
+    mse, nll = [], []
+    for start in task.window_starts("test"):
+        y = (task.window(int(start))["y"][:, 0] - task.mean[0]) / task.std[0]
+        error = y[96:] - y[96 - lag:96 + 48 - lag]
+        mse.append(np.mean(error ** 2))
+        nll.append(np.mean(0.5 * np.log(2 * np.pi * variance) + error ** 2 / (2 * variance)))
+    # the baseline scores the float32 z-scores the model sees; the reference is float64
+    np.testing.assert_allclose(baselines.forecast_values(task, "mse", lag=lag), mse, rtol=1e-5)
+    np.testing.assert_allclose(baselines.forecast_values(task, "nll", lag=lag), nll, rtol=1e-5)
+    assert len(baselines.forecast_values(task, "mse", lag=lag, num_tasks=5)) == 5
+    assert baselines.overlap_block(task) == 96 + 48
+
+
+def test_persistence_leaves_missing_targets_out(ettm2_csv):
+    path = ettm2_csv()
+    frame = pd.read_csv(path)
+    frame.loc[1_800, "OT"] = np.nan
+    frame.to_csv(path, index=False)
+    task = make_task("ettm2", {"path": path, "horizon": 48})
+    values = baselines.forecast_values(task, "mse")
+    assert np.isfinite(values).all() and len(values) == len(task.window_starts("test"))
+    with pytest.raises(Exception, match="lag 97 must be in"):
+        baselines.forecast_values(task, "mse", lag=97)
+
+
+# ----------------------------------------------------------------------------- other tasks
+def test_context_frequency_matches_a_loop_over_tasks():
+    task = make_task("sir", {})
+    values = baselines.context_frequency_values(task, "test", 4, 4)
+    batch = next(iter(task.dataset("test", batch_size=4, num_batches=1)))
+    for i in range(4):
+        nc, nt = int(batch["mask_c"][i].numpy().sum()), int(batch["mask_t"][i].numpy().sum())
+        yc, yt = batch["yc"][i, :nc, 0].numpy().astype(int), batch["yt"][i, :nt, 0].numpy().astype(int)
+        prob = (np.bincount(yc, minlength=3) + 1) / (nc + 3)
+        assert values[i] == pytest.approx(-np.mean(np.log(prob[yt])), rel=1e-10)
+
+
+def test_exact_gp_values_are_the_batches_ceilings():
+    task = make_task("gp-taylorformer", {"kernel": "eq", "noise": 0.0})
+    batch = next(iter(task.dataset("test", batch_size=6, num_batches=1)))
+    joint = baselines.exact_gp_values(task, "test", 6, 5, joint=True)
+    np.testing.assert_allclose(joint, batch["gt_loglik_joint"].numpy()[:5])
+    row = replication.get_row("taylorformer-gp-eq")
+    values, block = replication.baseline_values(row, "exact-gp", eval_tasks=5)
+    assert block == 1 and len(values) == 5  # the row's evaluation batches (100 a batch)
+
+
+# ----------------------------------------------------------------------------- status
+def _ours(value, stderr=0.01, protocol=1):
+    return {"value": value, "stderr": stderr, "protocol": protocol}
+
+
+def test_status_of_each_case():
+    row = replication.get_row("taylorformer-exchange-rate-96-nll")
+    paper, error = row.paper_comparable
+    assert paper == pytest.approx(-1.31 * 1518 / (1518 - 192)) and error == pytest.approx(0.04 * 1518 / 1326)
+    persistence = {"name": "persistence", "kind": "reference", "value": -1.75, "stderr": 0.07}
+    assert replication.status(row, None, persistence)[0] == "not run"
+    assert replication.status(row, _ours(paper + 0.02), persistence)[0] == "below baseline"
+    assert replication.status(row, _ours(paper + 0.02), None)[0] == "reproduced"
+    assert replication.status(row, _ours(paper + 0.1, 0.06), None)[0] == "within 2 se"
+    assert replication.status(row, _ours(paper + 0.5), None) == ("below paper", "worse by 0.5")
+    assert replication.status(row, _ours(paper - 0.5), None)[0] == "above paper"
+    ceiling = {**persistence, "kind": "ceiling", "value": -5.0}
+    assert replication.status(row, _ours(paper + 0.5), ceiling)[0] == "below paper"  # a ceiling is no bar
+    gp = replication.get_row("taylorformer-gp-eq")
+    state, why = replication.status(gp, None, None, earlier=_ours(1.29))
+    assert state == "not run" and "ran under protocol 1 (observation noise std 1e-3" in why
+    sir = replication.get_row("bsa-tnp-sir-scaled")
+    assert replication.status(sir, _ours(0.1), None)[0] == "not comparable"
+
+
+# ----------------------------------------------------------------------------- the list
+def _csv(path):
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_list_json_agrees_with_the_packaged_csvs(capsys, tmp_path):
+    empty = str(tmp_path / "none.csv")  # no user results: the project's recorded ones show
+    assert main(["replicate", "--list", "--json", "--results", empty, "--baselines", empty]) == 0
+    listed = {item["id"]: item for item in json.loads(capsys.readouterr().out)}
+    assert set(listed) == {row.id for row in replication.rows()}
+    results, scored = _csv(replication.RECORDED_RESULTS), _csv(replication.RECORDED_BASELINES)
+    for row in replication.rows():
+        item = listed[row.id]
+        for key in ("id", "paper", "table", "dataset", "model", "metric", "higher_is_better", "paper_value",
+                    "paper_error", "ours", "baseline", "status"):
+            assert key in item
+        assert item["status"] in replication.STATUSES
+        current = [ln for ln in results if ln["row"] == row.id and int(ln["protocol"]) == row.protocol_version]
+        if current:
+            ours, line = item["ours"], current[-1]
+            assert ours["value"] == float(line["value"]) and ours["steps"] == int(line["steps"])
+            assert ours["stderr_method"] == line["stderr_method"] and ours["wall_s"] == float(line["wall_s"])
+            assert ours["paper_steps"] == row.training.steps and ours["budget"] == line["budget"]
+            assert ours["budget_fraction"] == pytest.approx(int(line["steps"]) / row.training.steps)
+        else:
+            assert item["ours"] is None and item["status"] in ("not run", "not comparable")
+        if item["baseline"] is None:
+            assert item["baseline_reason"]
+        else:
+            line = [ln for ln in scored if ln["row"] == row.id and ln["baseline"] == item["baseline"]["name"]][-1]
+            assert item["baseline"]["value"] == float(line["value"])
+            assert int(line["protocol"]) == row.protocol_version
+    for horizon in (96, 192, 336, 720):  # moved to the 15-minute ETTm2: nothing recorded on it yet
+        item = listed[f"taylorformer-ett-{horizon}-nll"]
+        assert item["status"] == "not run" and "ETTh1" in item["status_reason"]
+
+
+def test_list_table_names_the_results_files(capsys, tmp_path):
+    results = str(tmp_path / "mine.csv")
+    record = {c: "" for c in replication.RESULT_COLUMNS}
+    record.update(row="bsa-tnp-gp2d-shifted", value="-0.1234567", stderr="0.0123", budget="small", steps="1000",
+                  protocol="1", stderr_method="iid")
+    replication.append_result(results, record)
+    assert main(["replicate", "--list", "--results", results]) == 0
+    out = capsys.readouterr().out
+    by_id = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    assert "-0.1235 +- 0.012" in by_id["bsa-tnp-gp2d-shifted"] and " *" not in by_id["bsa-tnp-gp2d-shifted"]
+    assert "small (1000 steps)" in by_id["bsa-tnp-gp2d-shifted"]
+    assert f"the last line of {results}" in out and replication.RECORDED_RESULTS in out
+    assert "not run" in by_id["taylorformer-celeba"] and "4 +- 0.02" in by_id["taylorformer-celeba"]
+
+
+def test_docs_table_is_generated_from_the_packaged_csvs():
+    doc = os.path.join(os.path.dirname(os.path.dirname(replication.RECORDED_RESULTS)), "docs", "replication.md")
+    text = open(doc, encoding="utf-8").read()
+    table = text.split(replication.TABLE_BEGIN + "\n", 1)[1].split(replication.TABLE_END, 1)[0]
+    listed = replication.list_rows(results=replication.RECORDED_RESULTS,
+                                   baselines=replication.RECORDED_BASELINES)
+    assert table == replication.markdown_table(listed), "run `python -m taylorformer.replication`"
+
+
+# ----------------------------------------------------------------------------- ETTm2 end to end
+def test_ett_baselines_score_an_ettm2_fixture_from_the_cli(tmp_path, ettm2_csv, capsys):
+    """The ETT rows read ETTm2 (fetched by name on a user's machine); here a fixture in its
+    format stands in, through the task config's local path. (Training the ETT rows on the
+    fixture: test_replication's end-to-end runs.)"""
+    local = {"path": ettm2_csv()}
+    results = str(tmp_path / "baselines.csv")
+    assert main(["replicate", "taylorformer-ett-96-mse", "--baseline", "--baselines", results,
+                 "--task-config", json.dumps(local)]) == 0
+    out = capsys.readouterr().out
+    assert "baseline persistence mse" in out and f"recorded in {results}" in out
+    lines = replication.read_results(results, replication.BASELINE_COLUMNS)
+    assert [line["baseline"] for line in lines] == ["persistence", "seasonal-naive:96"]
+    task = make_task("ettm2", {**local, "horizon": 96})
+    assert float(lines[0]["value"]) == pytest.approx(baselines.forecast_values(task, "mse").mean())
+    assert float(lines[1]["value"]) == pytest.approx(baselines.forecast_values(task, "mse", lag=96).mean())
+    assert lines[0]["stderr_method"] == "batch means, blocks of 192 consecutive windows"
+    assert lines[0]["protocol"] == "2" and "--task-config" in lines[0]["command"]
+    listed = {r["id"]: r for r in replication.list_rows(results=str(tmp_path / "none.csv"), baselines=results)}
+    assert listed["taylorformer-ett-96-mse"]["baseline"]["name"] == "persistence"  # the better of the two
+    with pytest.raises(Exception, match="has no baseline"):
+        replication.score_baselines("taylorformer-celeba", results=None)
+
+
+def test_a_results_file_of_the_earlier_columns_reads_and_migrates(tmp_path):
+    path = tmp_path / "old.csv"
+    old = ["r", "small", "2", "loglik", "1.5", "0.1", "2", "1", "", "cpu", "1", "v", "c", "cmd", "d", "o"]
+    path.write_text(",".join(replication.LEGACY_RESULT_COLUMNS) + "\n" + ",".join(old) + "\n")
+    (line,) = replication.read_results(str(path))
+    assert (line["value"], line["stderr_method"], line["protocol"]) == ("1.5", "iid", "1")
+    replication.append_result(str(path), {**line, "row": "s", "protocol": "2"})
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == replication.RESULT_COLUMNS and [r["protocol"] for r in rows] == ["1", "2"]

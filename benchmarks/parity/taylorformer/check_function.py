@@ -100,7 +100,10 @@ def compare(args):
         "max_abs_mean": float(np.max(np.abs(mu - saved["mean"]) * mask)),
         "max_abs_mean_over_scale": float(np.max(np.abs(mu - saved["mean"]) / saved["scale"] * mask)),
         "max_rel_mean_where_abs_mean_gt_0.1": max_rel(mu, saved["mean"], big),
-        "loglik_mean_ours": float(saved["loglik"].mean()), "loglik_mean_ref": float(ll.mean())}
+        "loglik_mean_ours": float(saved["loglik"].mean()), "loglik_mean_ref": float(ll.mean()),
+        # the training objective on this batch (dropout off): ours = -mean over tasks of the
+        # per-task mean log-likelihood; the reference's nll with loss_per_task
+        "loss_ours": -float(saved["loglik"].mean()), "loss_ref": float(model.loss(batch, training=False))}
 
     # diagnosis of the remaining difference: the positional encoding's highest frequency
     # (wavelength 0.02, angles up to 2 pi * 2 / 0.02 = 628 rad, float32 spacing 6e-5 there)

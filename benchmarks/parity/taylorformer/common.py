@@ -28,15 +28,6 @@ def mean_stderr(values):
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(len(values)))
 
 
-def gaussian_loglik(y, mean, scale, mask):
-    """Per-task mean log-likelihood per real target point ``[B]`` (float64), for
-    ``y, mean, scale [B, Nt, 1]`` and ``mask [B, Nt]``."""
-    y, mean, scale = (np.asarray(a, np.float64)[..., 0] for a in (y, mean, scale))
-    lp = -0.5 * ((y - mean) / scale) ** 2 - np.log(scale) - 0.5 * math.log(2 * math.pi)
-    m = np.asarray(mask, np.float64)
-    return (lp * m).sum(-1) / m.sum(-1)
-
-
 def forecasting_batch(batch_size=32, nc=96, nt=720, seed=0):
     """The paper's largest forecasting layout (context 96, horizon 720; x rescaled to
     [-1, 1] per window, context then targets in time order) with a smooth random series:

@@ -70,7 +70,7 @@ def main(argv=None):
     def evaluate():
         return mean_stderr(np.concatenate([taylorformer.loglik(model, b).numpy() for b in test]))
 
-    wall = cpu = first = 0.0
+    wall = cpu = first = first_cpu = 0.0
     losses = []
     iterator = iter(stream)
     for step in range(1, steps + 1):
@@ -80,6 +80,7 @@ def main(argv=None):
         dt = time.perf_counter() - t0
         wall, cpu = wall + dt, cpu + time.process_time() - c0
         first = first or dt
+        first_cpu = first_cpu or cpu
         if not math.isfinite(loss):
             raise SystemExit(f"non-finite loss {loss} at step {step}")
         losses.append(loss)
@@ -95,6 +96,7 @@ def main(argv=None):
         "test_loglik_mean": mean, "test_loglik_stderr": err, "gt_loglik_joint_mean": float(gt.mean()),
         "train_seconds": round(wall, 3), "steady_steps_per_s": round((steps - 1) / (wall - first), 3)
         if steps > 1 else None, "first_step_seconds": round(first, 3), "cpu_seconds": round(cpu, 3),
+        "steady_cpu_seconds_per_step": round((cpu - first_cpu) / (steps - 1), 4) if steps > 1 else None,
         "train_loss_last50": float(np.mean(losses[-50:])),
         "num_params": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
         "tensorflow": tf.__version__, "keras": keras.__version__, "data": os.path.basename(args.data)}),

@@ -26,7 +26,6 @@ A task whose batches would need more memory than the process can get says so bef
 allocating (:meth:`Task.check_memory`).
 """
 import functools
-import math
 import numbers
 import os
 import warnings

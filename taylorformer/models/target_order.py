@@ -2,7 +2,7 @@
 target-side key together (``xt``, ``yt``, ``mask_t``, ``st``, ``tt``).
 
 Used for training on random orders (``num_permutations``), for sampling in a random
-order, and for the order-consistency metric (:func:`taylorformer.workflow.evaluation.consistency`,
+order, and for the order-consistency metric (:func:`taylorformer.workflow.evaluation.order_consistency`,
 the Taylorformer paper's target-equivariance check, Sec. 4.4).
 """
 import numpy as np

@@ -343,7 +343,7 @@ def _cmd_place(args):
                                  checkpoint=args.checkpoint, pseudo_draws=args.pseudo_draws,
                                  x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
                                  plot=args.plot, verbose=1 if sys.stdout.isatty() else 2, **given)
-    print(f"{result.criterion} over the region: {result.initial:.6g} before")
+    print(f"{result.criterion} over the region: {result.initial:.6g} before (variances in {result.units})")
     print(result.table.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
     print(f"{len(result.table)} location(s) written to {args.output}"
           + (f"; map: {args.plot}" if args.plot else ""))
@@ -667,7 +667,11 @@ def build_parser():
                        "--pseudo-draws values);\nregion-mean, region-total (autoregressive models: the "
                        "variance of the region's mean/total,\nfrom joint samples). Files as for "
                        "predict; output columns: the inputs, order, candidate,\nacquisition "
-                       "(reduction), remaining (criterion left).")
+                       "(reduction), remaining (criterion left).\n\nUnits: when the run's model file "
+                       "holds a normaliser, candidates, context and region are\nin the data's units "
+                       "(e.g. kelvin, degrees); the chosen points are written as given and\nthe "
+                       "variances in the data's squared units (printed; the .nc/.npz 'units'). An old "
+                       "model\nfile without one works in the model's units, with a warning.")
     p.add_argument("run_dir")
     p.add_argument("--candidates", required=True, metavar="FILE",
                    help="candidate inputs (as predict's --input; an .npz/.nc may hold the context)")

@@ -17,7 +17,7 @@ def plot_placement(placement, title=None, ax=None):
     the Figure. Axis labels are the placement's ``x_names``."""
     region = np.asarray(placement.region)
     chosen = placement.table[placement.x_names].to_numpy()
-    label = "predictive variance"  # summed over outputs (Placement.variance_before)
+    label = f"predictive variance [{placement.units}]"  # summed over outputs (Placement.variance_before)
     if region.shape[1] == 1:
         fig, ax = _axes(ax, (9, 3.4), 1)
         order = np.argsort(region[:, 0])

@@ -34,9 +34,16 @@ The result (:class:`Placement`) has the locations in order with their acquisitio
 variances before and after placement draw the map
 (:func:`taylorformer.plotting.placement.plot_placement`). :func:`place_run` is ``taylorformer
 place``: files as ``taylorformer predict`` reads them (:mod:`taylorformer.prediction.query`).
+
+Units: :func:`place` works in the model's units (inputs, context values and the variances
+it reports), as the model computes. :func:`place_run` takes the files in the data's units
+when the run's model carries a normaliser (:mod:`taylorformer.normaliser`): it maps them to
+the model's units, places, and reports the chosen points as given and the variances in the
+data's units (:func:`placement_in_data_units`).
 """
 import dataclasses
 import os
+import warnings
 
 import numpy as np
 
@@ -50,6 +57,8 @@ DEFAULT_MAX_POINTS = 1 << 16
 TABLE_COLUMNS = ("order", "candidate", "acquisition", "remaining")
 #: joint samples per row (autoregressive models)
 DEFAULT_SAMPLES = 64
+#: :attr:`Placement.units` of variances in the model's own units
+MODEL_UNITS = "model units"
 
 
 @dataclasses.dataclass
@@ -62,7 +71,10 @@ class Placement:
     ``region [Nr, Dx]`` with ``variance_before`` / ``variance_after [Nr]`` (predictive
     variance summed over outputs, before any and after all chosen points, pseudo-observed
     or conditioned on), ``candidates [N, Dx]``, ``context_x [Nc, Dx]`` and
-    ``first_acquisition [N]``: every candidate's acquisition value at the first step."""
+    ``first_acquisition [N]``: every candidate's acquisition value at the first step.
+    ``units``: what the variances (``initial``, ``acquisition``, ``remaining``, the
+    per-point variances) are in: ``"model units"`` from :func:`place`, the data's squared
+    units after :func:`placement_in_data_units`."""
 
     table: object
     criterion: str
@@ -74,6 +86,7 @@ class Placement:
     candidates: np.ndarray
     context_x: np.ndarray
     first_acquisition: np.ndarray
+    units: str = MODEL_UNITS
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -264,7 +277,9 @@ def place(model, candidates, context=None, region=None, k=1, criterion="variance
     for ``pseudo_draws`` (0: the predictive mean is the imagined observation),
     ``num_samples`` (joint samples, autoregressive models) and ``max_points`` (the memory
     bound). ``x_names``: the inputs' names (table columns, map axes). ``verbose``: a
-    progress bar over the ``k`` steps.
+    progress bar over the ``k`` steps. Everything is in the model's units (a model with a
+    normaliser: map raw data with ``model.normaliser`` first, as :func:`place_run` does, and
+    the result back with :func:`placement_in_data_units`).
     """
     check_choice("place", "criterion", criterion, CRITERIA)
     k = check_int("place", "k", k)
@@ -309,8 +324,9 @@ def place(model, candidates, context=None, region=None, k=1, criterion="variance
 # ----------------------------------------------------------------------------- files
 def write_placement(path, placement):
     """Write ``placement`` to ``path``: ``.csv`` (its table), ``.npz`` (arrays ``x [k, Dx]``,
-    ``order``, ``candidate``, ``acquisition``, ``remaining``, ``initial``) or ``.nc`` (the
-    same over dimensions ``rank`` and ``input``). Written to a temporary file, then renamed."""
+    ``order``, ``candidate``, ``acquisition``, ``remaining``, ``initial``, ``units``) or
+    ``.nc`` (the same over dimensions ``rank`` and ``input``, ``units`` an attribute of the
+    dataset and of ``acquisition``/``remaining``). Written to a temporary file, then renamed."""
     from taylorformer.prediction.query import check_format
     from taylorformer.workflow.run_dir import atomic_path
 
@@ -323,14 +339,17 @@ def write_placement(path, placement):
             table.to_csv(tmp, index=False)
         elif ext == ".npz":
             with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
+                np.savez(f, **arrays, units=np.str_(placement.units))
         else:
             import xarray as xr
 
             data = xr.Dataset({"x": (("rank", "input"), arrays["x"]),
                                **{key: ("rank", arrays[key]) for key in TABLE_COLUMNS}},
                               coords={"input": placement.x_names},
-                              attrs={"criterion": placement.criterion, "initial": placement.initial})
+                              attrs={"criterion": placement.criterion, "initial": placement.initial,
+                                     "units": placement.units})
+            for key in ("acquisition", "remaining"):
+                data[key].attrs["units"] = placement.units
             data.to_netcdf(tmp)
     return path
 
@@ -351,13 +370,47 @@ def _check_writable(path, what, reads, run_dir):
         raise BatchError(f"{what} {path} is a directory")
 
 
-def read_points(path, x_columns=None):
+def read_points(path, x_columns=None, x_names=None, dtype=np.float32):
     """The inputs ``[N, Dx]`` of a file as ``taylorformer predict`` reads its ``--input``
     (:func:`taylorformer.prediction.query.read_inputs`); one task."""
     from taylorformer.prediction.query import read_inputs
 
-    xt = read_inputs(path, x_columns=x_columns)
-    return _points("xt", xt, xt.shape[-1], where=path)
+    xt = read_inputs(path, x_columns=x_columns, x_names=x_names, dtype=dtype)
+    if xt.shape[0] != 1:
+        raise BatchError(f"{path}: holds {xt.shape[0]} tasks; placement is for one task at a time")
+    return xt[0]
+
+
+def variance_units(normaliser):
+    """``(factor, units)``: a variance summed over outputs in model units times ``factor``
+    is in the data's units ``units`` (``y_scale**2``, every output on one scale), or
+    ``(1.0, "model units ...")`` where the outputs' scales differ (a sum over outputs in
+    different units has no data unit: it stays in the standardised units the criterion used)."""
+    scales = normaliser.y_scale
+    if not np.all(scales == scales[0]):
+        return 1.0, f"{MODEL_UNITS} (outputs {', '.join(normaliser.y_names)} on different scales)"
+    units = set(normaliser.y_units)
+    unit = units.pop() if len(units) == 1 else None
+    return float(scales[0]) ** 2, f"({unit})^2" if unit else "squared data units"
+
+
+def placement_in_data_units(placement, normaliser, candidates, region, context_x):
+    """``placement`` (from :func:`place` on inputs mapped by ``normaliser``) in the data's
+    units: the chosen points and the map's points from the raw ``candidates [N, Dx]``,
+    ``region [Nr, Dx]`` and ``context_x [Nc, Dx]`` exactly as given, the variances times
+    ``y_scale**2`` (:func:`variance_units`; the offsets do not change a variance)."""
+    factor, units = variance_units(normaliser)
+    table = placement.table.copy()
+    chosen = table["candidate"].to_numpy()
+    for i, name in enumerate(placement.x_names):
+        table[name] = candidates[chosen, i]
+    table["acquisition"] = table["acquisition"] * factor
+    table["remaining"] = table["remaining"] * factor
+    return dataclasses.replace(
+        placement, table=table, initial=placement.initial * factor, region=region,
+        variance_before=placement.variance_before * factor, variance_after=placement.variance_after * factor,
+        candidates=candidates, context_x=context_x, first_acquisition=placement.first_acquisition * factor,
+        units=units)
 
 
 def place_run(run_dir, candidates, output, context=None, region=None, k=1, criterion="variance",
@@ -368,8 +421,11 @@ def place_run(run_dir, candidates, output, context=None, region=None, k=1, crite
     ``.npz``/``.nc`` candidates file; none: no observations yet) and write the
     :class:`Placement` table to ``output`` (:func:`write_placement`) and its map to the PNG
     ``plot``. Files are read as ``taylorformer predict`` reads them; ``region``: a file of
-    inputs where the uncertainty counts (default the candidates). Never writes over a file
-    it reads or a file of the run. Returns the :class:`Placement`."""
+    inputs where the uncertainty counts (default the candidates). With a normaliser in the
+    model file, the files are in the data's units and so is the result
+    (:func:`placement_in_data_units`); without one (an old model file), the model's units,
+    with a warning. Never writes over a file it reads or a file of the run. Returns the
+    :class:`Placement`."""
     from taylorformer.prediction import query as q
     from taylorformer.workflow.run_dir import RunDirectory, atomic_path
 
@@ -384,22 +440,45 @@ def place_run(run_dir, candidates, output, context=None, region=None, k=1, crite
             _check_writable(path, what, (candidates, context, region), run_dir)
     if not os.path.isdir(run_dir):
         raise BatchError(f"run directory {run_dir} does not exist")
+    model = RunDirectory(run_dir).load_model(checkpoint)
+    normaliser = getattr(model, "normaliser", None)
+    names = (None, None) if normaliser is None else (normaliser.x_names, normaliser.y_names)
+    dtype = np.float32 if normaliser is None else np.float64  # raw data: mapped before float32
     has_context = context is not None or (
         os.path.isfile(candidates) and os.path.splitext(candidates)[1].lower() in (".npz", ".nc")
         and {"xc", "yc"} <= set(q._read_arrays(candidates, ("xc", "yc"))))
     if has_context:
-        query = q.read_query(candidates, context, x_columns=x_columns, y_columns=y_columns)
-        xt, ctx = query["xt"], (query["xc"], query["yc"])
+        query = q.read_query(candidates, context, x_columns=x_columns, y_columns=y_columns, names=names,
+                             dtype=dtype)
     else:
-        xt, ctx = q.read_inputs(candidates, x_columns=x_columns), None
-    if xt.shape[0] != 1:
-        raise BatchError(f"{candidates}: holds {xt.shape[0]} tasks; placement is for one task at a time")
-    region_points = None if region is None else read_points(region, x_columns)
-    model = RunDirectory(run_dir).load_model(checkpoint)
-    placement = place(model, xt[0], context=None if ctx is None else (ctx[0][0], ctx[1][0]),
-                      region=region_points, k=k, criterion=criterion, pseudo_draws=pseudo_draws,
+        query = {"xt": q.read_inputs(candidates, x_columns=x_columns, x_names=names[0], dtype=dtype)}
+    if query["xt"].shape[0] != 1:
+        raise BatchError(f"{candidates}: holds {query['xt'].shape[0]} tasks; placement is for one task at a time")
+    raw = {k: v[0] for k, v in query.items()}
+    if region is not None:
+        raw["region"] = read_points(region, x_columns, x_names=names[0], dtype=dtype)
+    if normaliser is None:
+        warnings.warn(f"{run_dir}: its model file has no saved normaliser (written before taylorformer saved "
+                      "one): candidates, context and region are taken, and variances written, in the model's "
+                      "units", stacklevel=2)
+        mapped = raw
+    else:
+        mapped = {k: v[0] for k, v in q.to_model_units(
+            {k: v[None] for k, v in raw.items() if k != "region"}, normaliser, f"place {candidates}").items()}
+        if region is not None:
+            mapped["region"] = q.to_model_units({"xt": raw["region"][None]}, normaliser,
+                                                f"place --region {region}")["xt"][0]
+        if x_columns is None and len(set(normaliser.x_names)) == normaliser.dim_x \
+                and not set(normaliser.x_names) & set(TABLE_COLUMNS):
+            x_columns = normaliser.x_names
+    placement = place(model, mapped["xt"], context=(mapped["xc"], mapped["yc"]) if has_context else None,
+                      region=mapped.get("region"), k=k, criterion=criterion, pseudo_draws=pseudo_draws,
                       num_samples=num_samples, max_points=max_points, seed=seed, x_names=x_columns,
                       verbose=verbose)
+    if normaliser is not None:
+        placement = placement_in_data_units(
+            placement, normaliser, raw["xt"], raw.get("region", raw["xt"]),
+            raw["xc"] if has_context else np.zeros((0, raw["xt"].shape[1])))
     write_placement(output, placement)
     if plot is not None:
         from taylorformer.plotting.placement import plot_placement

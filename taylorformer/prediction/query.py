@@ -166,14 +166,15 @@ def read_query(path, context=None, x_columns=None, y_columns=None, names=None, d
     return batch
 
 
-def read_inputs(path, x_columns=None):
-    """The inputs ``xt`` float32 ``[B, N, Dx]`` of the file ``path`` alone, read as
+def read_inputs(path, x_columns=None, x_names=None, dtype=np.float32):
+    """The inputs ``xt`` ``[B, N, Dx]`` (``dtype``) of the file ``path`` alone, read as
     :func:`read_query` reads its inputs file (for a caller with no context, e.g.
-    ``taylorformer place``'s candidates)."""
-    found = _read_inputs_file(path, x_columns, ("xt",))
+    ``taylorformer place``'s candidates; ``x_names``: the CSV columns by default where it
+    has them all)."""
+    found = _read_inputs_file(path, x_columns, ("xt",), x_names)
     if "xt" not in found:
         raise BatchError(f"{path}: no 'xt' (the inputs)")
-    return _as_batch(found, path)["xt"]
+    return _as_batch(found, path, dtype)["xt"]
 
 
 def _read_inputs_file(path, x_columns, keys, x_names=None):

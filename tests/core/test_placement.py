@@ -263,3 +263,56 @@ def test_map_of_a_1d_placement_draws_before_and_after():
                                np.sort(result.variance_before), rtol=1e-6)
     assert np.all(result.variance_after <= result.variance_before + 1e-6)
     assert [t.get_text() for t in ax.texts] == ["1", "2", "3", "4"]
+
+
+def test_cli_takes_raw_units_with_a_normaliser_and_reports_the_data_units(tmp_path, capsys):
+    """With a normaliser in the model file, place on raw (kelvin-like, degrees) files equals
+    place on the inputs standardised by hand in NumPy, the chosen points as given and the
+    variances times y_scale**2."""
+    import xarray as xr
+
+    from taylorformer.normaliser import Normaliser
+
+    model = build_model({"preset": "tnp-d", "dim_x": 2, "dim_y": 1, **TINY})
+    x_offset, x_scale, y_offset, y_scale = np.array([150.0, -30.0]), np.array([40.0, 12.0]), 288.0, 6.5
+    model.normaliser = Normaliser(x_offset, x_scale, [y_offset], [y_scale], ["lon", "lat"], ["sst"],
+                                  ["degrees_east", "degrees_north"], ["K"])
+    model.save(tmp_path / "model.keras")
+    rng = np.random.default_rng(5)
+    cand_z, xc_z, yc_z, region_z = rng.uniform(-2, 2, (11, 2)), rng.uniform(-2, 2, (5, 2)), \
+        rng.normal(size=(5, 1)), rng.uniform(-2, 2, (8, 2))
+    cand, xc, region = (v * x_scale + x_offset for v in (cand_z, xc_z, region_z))
+    yc = yc_z * y_scale + y_offset
+    pd.DataFrame({"lon": cand[:, 0], "lat": cand[:, 1]}).to_csv(tmp_path / "cand.csv", index=False)
+    pd.DataFrame({"lon": xc[:, 0], "lat": xc[:, 1], "sst": yc[:, 0]}).to_csv(tmp_path / "ctx.csv", index=False)
+    pd.DataFrame({"lon": region[:, 0], "lat": region[:, 1]}).to_csv(tmp_path / "region.csv", index=False)
+    common = ["place", str(tmp_path), "--checkpoint", "model", "--candidates", str(tmp_path / "cand.csv"),
+              "--context", str(tmp_path / "ctx.csv"), "--region", str(tmp_path / "region.csv"), "--k", "3"]
+    assert main(common + ["--output", str(tmp_path / "out.csv")]) == 0, capsys.readouterr().err
+    assert "(variances in (K)^2)" in capsys.readouterr().out
+    assert main(common + ["--output", str(tmp_path / "out.nc")]) == 0, capsys.readouterr().err
+
+    # the reference: place in the model's units on the standardised arrays, scaled by hand
+    ref = place(model, cand_z, (xc_z, yc_z), region=region_z, k=3)
+    chosen = ref.table["candidate"].to_numpy()
+    table = pd.read_csv(tmp_path / "out.csv")
+    assert list(table.columns) == ["lon", "lat", "order", "candidate", "acquisition", "remaining"]
+    np.testing.assert_array_equal(table["candidate"], chosen)
+    np.testing.assert_allclose(table[["lon", "lat"]], cand[chosen], rtol=1e-12)  # exactly as given
+    for key in ("acquisition", "remaining"):
+        np.testing.assert_allclose(table[key], ref.table[key] * y_scale ** 2, rtol=1e-4)
+    with xr.open_dataset(tmp_path / "out.nc") as back:
+        assert back.attrs["units"] == "(K)^2" and back["remaining"].attrs["units"] == "(K)^2"
+        np.testing.assert_allclose(back.attrs["initial"], ref.initial * y_scale ** 2, rtol=1e-4)
+        np.testing.assert_allclose(back["x"].values, cand[chosen], rtol=1e-12)
+
+
+def test_variances_of_outputs_on_different_scales_stay_in_model_units():
+    from taylorformer.normaliser import Normaliser
+    from taylorformer.prediction.placement import variance_units
+
+    same = Normaliser([0.0], [1.0], [10.0, 20.0], [2.0, 2.0], ["x"], ["u", "v"], [None], ["m s-1", "m s-1"])
+    assert variance_units(same) == (4.0, "(m s-1)^2")
+    differ = Normaliser([0.0], [1.0], [10.0, 20.0], [2.0, 3.0], ["x"], ["u", "t"], [None], ["m s-1", "K"])
+    factor, units = variance_units(differ)
+    assert factor == 1.0 and units.startswith("model units")

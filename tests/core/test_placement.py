@@ -306,6 +306,26 @@ def test_cli_takes_raw_units_with_a_normaliser_and_reports_the_data_units(tmp_pa
         np.testing.assert_allclose(back.attrs["initial"], ref.initial * y_scale ** 2, rtol=1e-4)
         np.testing.assert_allclose(back["x"].values, cand[chosen], rtol=1e-12)
 
+    # no context, no region (the candidates file alone, read in float64): the same
+    assert main(common[:6] + ["--k", "2", "--output", str(tmp_path / "alone.npz")]) == 0, capsys.readouterr().err
+    ref = place(model, cand_z, k=2)
+    with np.load(tmp_path / "alone.npz") as back:
+        np.testing.assert_array_equal(back["candidate"], ref.table["candidate"])
+        np.testing.assert_allclose(back["remaining"], ref.table["remaining"] * y_scale ** 2, rtol=1e-4)
+        assert str(back["units"]) == "(K)^2"
+
+
+def test_cli_without_a_normaliser_warns_and_stays_in_model_units(run_2d, tmp_path):
+    _, run_dir = run_2d
+    np.savez(tmp_path / "cand.npz", xt=np.random.default_rng(0).uniform(size=(5, 2)).astype(np.float32))
+    with pytest.warns(UserWarning, match="no saved normaliser"):
+        assert main(["place", str(run_dir), "--checkpoint", "model", "--candidates", str(tmp_path / "cand.npz"),
+                     "--k", "1", "--output", str(tmp_path / "o.nc")]) == 0
+    import xarray as xr
+
+    with xr.open_dataset(tmp_path / "o.nc") as back:
+        assert back.attrs["units"] == "model units"
+
 
 def test_variances_of_outputs_on_different_scales_stay_in_model_units():
     from taylorformer.normaliser import Normaliser

@@ -15,7 +15,8 @@ weights in (Keras kernels ``[in, out]`` -> torch ``[out, in]``; the reference's 
 takes ``[x_n - x_m, dots]``, ours ``[dots, x_n - x_m]``: the first layer's rows are
 permuted), runs the same batches and prints the largest relative and absolute
 differences of means, scales and log-likelihoods; then the same K steps (AdamW,
-clipping, loss) and the differences after them. Exit status 1 if the initial normwise
+clipping, loss) and the differences after them. ``--float64-floor`` also runs the reference in
+float64 from the same weights: its float32 round-off alone. Exit status 1 if the initial normwise
 relative difference (max |a - b| / max |b|) of any of the three exceeds ``--tol``.
 """
 import argparse
@@ -159,16 +160,17 @@ def compare(args):
     data = np.load(args.data)
     batches = int(w["batches"])
 
-    def outputs():
-        model.eval()
+    def outputs(net=model, dtype=torch.float32):
+        net.eval()
         means, scales, lls = [], [], []
         with torch.no_grad():
             for j in range(batches):
                 batch = train_ref.to_torch({k: data[f"test_{k}"][j] for k in KEYS})
-                dist = train_ref.predictive(model, batch)
+                batch.update({k: batch[k].to(dtype) for k in ("xc", "yc", "xt", "yt")})
+                dist = train_ref.predictive(net, batch)
                 means.append(dist.mean.numpy()), scales.append(dist.stddev.numpy())
-                lls.append(train_ref.task_loglik(model, batch).numpy())
-        model.train()
+                lls.append(train_ref.task_loglik(net, batch).numpy())
+        net.train()
         return np.stack(means), np.stack(scales), np.concatenate(lls)
 
     mean, scale, ll = outputs()
@@ -181,6 +183,15 @@ def compare(args):
         result[f"{name}_rel_normwise"] = normwise
         worst = max(worst, normwise)
     result.update({"taylorformer_loglik_mean": float(w["loglik"].mean()), "reference_loglik_mean": float(ll.mean())})
+    if args.float64_floor:  # float32 round-off of the reference alone: the same weights in float64
+        import copy
+        exact = outputs(copy.deepcopy(model).double(), torch.float64)
+        for name, ref32, ref64 in zip(("mean", "scale", "loglik"), (mean, scale, ll), exact):
+            rel, abs_, normwise = rel_diff(ref32, ref64)
+            result[f"ref32_vs_ref64_{name}_max_rel"], result[f"ref32_vs_ref64_{name}_max_abs"] = rel, abs_
+            result[f"ref32_vs_ref64_{name}_rel_normwise"] = normwise
+        for name, ours, ref64 in zip(("mean", "scale", "loglik"), (w["mean"], w["scale"], w["loglik"]), exact):
+            result[f"ours_vs_ref64_{name}_max_abs"] = rel_diff(ours, ref64)[1]
     steps = int(w["steps"])
     if steps:
         optimizer = train_ref.make_optimizer(model)
@@ -189,7 +200,9 @@ def compare(args):
         _, _, after = outputs()
         result.update({
             "steps": steps,
-            "max_abs_diff_train_loss": float(np.max(np.abs(np.array(losses) - w["train_losses"]))),
+            # ours exports the Trainer's logged loss: the running mean over the steps so far
+            "max_abs_diff_train_loss_running_mean": float(np.max(np.abs(
+                np.cumsum(losses) / np.arange(1, steps + 1) - w["train_losses"]))),
             "loglik_after_max_rel": rel_diff(after, w["loglik_after"])[0],
             "taylorformer_loglik_mean_after": float(w["loglik_after"].mean()),
             "reference_loglik_mean_after": float(after.mean()),
@@ -215,6 +228,8 @@ def main(argv=None):
     p.add_argument("--data", required=True)
     p.add_argument("--tol", type=float, default=1e-5)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--float64-floor", action="store_true",
+                   help="also run the reference in float64 from the same weights: the float32 round-off floor")
     p.add_argument("--as-given", action="store_true",
                    help="use only the flags given (default: all of --like-ours)")
     args, rest = parser.parse_known_args(argv)

@@ -120,12 +120,13 @@ def main(argv=None):
         return mean_stderr(ll)
 
     wall = cpu = first = 0.0
-    losses, done = [], 0
+    losses, done, previous = [], 0, 0.0
     iterator = iter(stream)
     for step in range(1, steps + 1):
         batch = next(iterator)
         t0, c0 = time.perf_counter(), time.process_time()
-        loss = float(train_step(batch)["loss"])  # fit reads the loss every step too
+        running = float(train_step(batch)["loss"])  # the model's loss tracker: mean over steps so far
+        loss, previous = step * running - (step - 1) * previous, running  # this step's loss
         dt = time.perf_counter() - t0
         wall, cpu = wall + dt, cpu + time.process_time() - c0
         first = first or dt

@@ -117,8 +117,12 @@ def main(argv=None):
                               "test_loglik_stderr": e, "train_loss_mean": float(np.mean(losses[-args.eval_every:])),
                               "train_seconds": round(wall, 2)}), flush=True)
     m, e = evaluate()
+    # do the F basis functions of a head stay distinct? (equal initial a, b give equal gradients)
+    flat = ref_model.flatten(params)
+    spread = {name: float(max(np.ptp(np.asarray(v), axis=-1).max() for k, v in flat.items() if k.endswith(name)))
+              for name in ("s_bias_a", "s_bias_b", "s_bias_log_b") if any(k.endswith(name) for k in flat)}
     print(json.dumps({
-        "impl": "dl4bi", "seed": args.seed, "step": args.steps, "final": True, "flags": list(flags),
+        "impl": "dl4bi", "basis_spread_within_head": spread, "seed": args.seed, "step": args.steps, "final": True, "flags": list(flags),
         "test_loglik_mean": m, "test_loglik_stderr": e,
         "gt_loglik_mean": float(data["test_gt_loglik"].mean()),
         "train_loss_mean": float(np.mean(losses[-args.eval_every:] if args.eval_every else losses[-50:])),

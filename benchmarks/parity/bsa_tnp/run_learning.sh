@@ -28,10 +28,10 @@ for seed in $SEEDS; do
     echo "[$(date +%H:%M:%S)] $side seed $seed (load $(cut -d' ' -f1 /proc/loadavg))" >&2
     if [ $side = ours ]; then
       nice -n 5 "$OURS_PY" "$HERE/train_ours.py" --data "$DATA" --steps "$STEPS" --eval-every "$EVAL_EVERY" \
-        --seed "$seed" ${OURS_ARGS:-} 2>>"${OUT%.jsonl}.log" | grep '^{' | tee -a "$OUT"
+        --seed "$seed" ${OURS_ARGS:-} 2>>"${OUT%.jsonl}.log" | grep --line-buffered '^{' | tee -a "$OUT"
     else
       nice -n 5 "$REF_PY" "$HERE/train_ref.py" --data "$DATA" --steps "$STEPS" --eval-every "$EVAL_EVERY" \
-        --seed "$seed" ${REF_ARGS:-} 2>>"${OUT%.jsonl}.log" | grep '^{' | tee -a "$OUT"
+        --seed "$seed" ${REF_ARGS:-} 2>>"${OUT%.jsonl}.log" | grep --line-buffered '^{' | tee -a "$OUT"
     fi
   done
 done

@@ -77,6 +77,72 @@ def test_preset_size_and_save_load(tmp_path):
     np.testing.assert_allclose(params(load_model(path), batch), params(model, batch), atol=1e-6)
 
 
+def numpy_bsa_tnp(model, batch):
+    """The paper's BSA-TNP forward (Sec. 4, App. A) in float64 NumPy with ``model``'s
+    weights: tokens MLP([y, observed flag]) (locations only in the bias), pre-norm KRBlocks
+    (ctx += Attn(LN ctx, LN ctx); tgt += Attn(LN tgt, LN ctx); the same FFN on both),
+    logits q.k/sqrt(d) + sum_f a_f exp(-b_f |s - s'|^2) per head (eq. 4), padded context
+    keys masked; final LayerNorm, head MLP, scale = 1e-3 + softplus. Returns [loc, scale]."""
+    enc = model.encoder
+    relu = lambda x: np.maximum(x, 0)  # noqa: E731
+
+    def dense(layer, x):
+        w = [np.asarray(v, np.float64) for v in layer.get_weights()]
+        return x @ w[0] + (w[1] if len(w) > 1 else 0)
+
+    def mlp(m, x):
+        for h in m.hidden:
+            x = relu(dense(h, x))
+        return dense(m.out, x)
+
+    def ln(layer, x):
+        g, b = (np.asarray(v, np.float64) for v in layer.get_weights())
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + layer.epsilon) * g + b
+
+    def attn(layer, q_in, k_in, pq, pk, mask):
+        h, d = layer.num_heads, layer.head_dim
+        split = lambda x: x.reshape(*x.shape[:2], h, d).transpose(0, 2, 1, 3)  # noqa: E731
+        q, k, v = split(dense(layer.q_proj, q_in)), split(dense(layer.k_proj, k_in)), split(dense(layer.v_proj, k_in))
+        a = np.asarray(layer.a_space, np.float64)
+        b = np.exp(np.asarray(layer.log_b_space, np.float64))
+        d2 = ((pq[:, :, None, :] - pk[:, None, :, :]) ** 2).sum(-1)  # [B, Nq, Nk]
+        bias = (a[None, :, :, None, None] * np.exp(-b[None, :, :, None, None] * d2[:, None, None])).sum(2)
+        logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
+        logits = np.where(mask[:, None, None, :] > 0, logits, -np.inf)
+        w = np.exp(logits - logits.max(-1, keepdims=True))
+        out = (w / w.sum(-1, keepdims=True)) @ v  # [B, H, Nq, d]
+        return dense(layer.out_proj, out.transpose(0, 2, 1, 3).reshape(*q_in.shape[:2], h * d))
+
+    f64 = {k: np.asarray(v, np.float64) for k, v in batch.items()}
+    yc, xc, xt, mask = f64["yc"], f64["xc"], f64["xt"], f64["mask_c"]
+    zx = lambda x: np.zeros_like(x)  # noqa: E731  (the x slot: locations are not embedded)
+    ctx = mlp(enc.embed, np.concatenate([zx(xc), yc, np.zeros_like(yc)], -1))
+    tgt = mlp(enc.embed, np.concatenate([zx(xt), np.zeros(xt.shape[:2] + (1,)), np.ones(xt.shape[:2] + (1,))], -1))
+    for i in range(enc.num_layers):
+        lc, lt = ln(enc.norm1[i], ctx), ln(enc.norm1[i], tgt)
+        ctx, tgt = (ctx + attn(enc.attn[i], lc, lc, xc, xc, mask),
+                    tgt + attn(enc.attn[i], lt, lc, xt, xc, mask))
+        ctx = ctx + mlp(enc.ffn[i], ln(enc.norm2[i], ctx))
+        tgt = tgt + mlp(enc.ffn[i], ln(enc.norm2[i], tgt))
+    raw = mlp(model.head, ln(enc.norm_out, tgt))
+    return np.concatenate([raw[..., :1], 1e-3 + np.logaddexp(0, raw[..., 1:])], -1)
+
+
+def test_preset_matches_numpy_forward_of_the_paper():
+    """The shipped preset computes the paper's BSA-TNP (App. A sizes, head 256-64-2) on a
+    padded batch: against a float64 NumPy forward with the same weights."""
+    model = build_model("bsa-tnp", dim_x=2)
+    assert [d.units for d in model.head.hidden] == [256, 64] and model.head.out.units == 2
+    assert [d.units for d in model.encoder.embed.hidden] == [256, 128] and model.encoder.width == 64
+    rng = np.random.default_rng(5)
+    batch = gp_batch(rng, b=2, nc=7, nt=5)
+    batch["mask_c"] = np.array([[1] * 7, [1] * 5 + [0] * 2], np.float32)
+    batch["xc"][1, 5:] = 100.0  # padded points: far away and random values, must not matter
+    batch["yc"][1, 5:] = 7.0
+    np.testing.assert_allclose(params(model, batch), numpy_bsa_tnp(model, batch), rtol=1e-5, atol=1e-5)
+
+
 # ---------------------------------------------------------------------- invariances
 def test_translation_invariance_of_preset():
     """The paper-size preset, locations in x (GP tasks): shifts change nothing."""

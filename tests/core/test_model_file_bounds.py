@@ -94,12 +94,14 @@ def test_weights_beyond_the_budget_are_refused_as_they_are_created(monkeypatch):
     # that the test allocates little): refused at the variable that crosses it
     from taylorformer.models import base
 
-    size = tfm.build_model(TINY).count_params()
+    built = tfm.build_model(TINY)
+    size = built.count_params()
     monkeypatch.setattr(base, "MAX_PARAMETERS", size - 1)
     with pytest.raises(SpecError, match=f"more than {size - 1:,} weights"):
         tfm.build_model(TINY)
-    # the budget counts every variable created: the weights and the metric trackers' 9 scalars
-    monkeypatch.setattr(base, "MAX_PARAMETERS", size + 9)
+    # the budget counts every variable created: the weights, the metric trackers' 9 scalars and
+    # the training range's low and high bounds of each input ([dim_x + dim_y] each)
+    monkeypatch.setattr(base, "MAX_PARAMETERS", size + 9 + 2 * (built.dim_x + built.dim_y))
     assert tfm.build_model(TINY).count_params() == size
     # a refused build leaves no half-built state behind: a model after it builds and trains
     model = tfm.build_model(TINY)

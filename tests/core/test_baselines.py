@@ -181,7 +181,7 @@ def test_list_table_names_the_results_files(capsys, tmp_path):
     results = str(tmp_path / "mine.csv")
     record = {c: "" for c in replication.RESULT_COLUMNS}
     record.update(row="bsa-tnp-gp2d-shifted", value="-0.1234567", stderr="0.0123", budget="small", steps="1000",
-                  protocol="1", stderr_method="iid")
+                  protocol=str(replication.get_row("bsa-tnp-gp2d-shifted").protocol_version), stderr_method="iid")
     replication.append_result(results, record)
     assert main(["replicate", "--list", "--results", results]) == 0
     out = capsys.readouterr().out

@@ -393,7 +393,8 @@ def test_a_second_call_resumes_and_extends_the_run(tmp_path):
 def test_cli_list_shows_every_row_with_our_last_value(tmp_path, capsys):
     results = tmp_path / "r.csv"
     record = {c: "" for c in replication.RESULT_COLUMNS}
-    record.update(row="bsa-tnp-gp2d-shifted", value="-0.1234567", stderr="0.0123", budget="small", steps="1000")
+    record.update(row="bsa-tnp-gp2d-shifted", value="-0.1234567", stderr="0.0123", budget="small", steps="1000",
+                  protocol=str(replication.get_row("bsa-tnp-gp2d-shifted").protocol_version))
     replication.append_result(str(results), record)
     assert main(["replicate", "--list", "--results", str(results)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -404,10 +405,12 @@ def test_cli_list_shows_every_row_with_our_last_value(tmp_path, capsys):
     # rows with no line of the user's: the project's recorded result, marked *, or "not run"
     with open(os.path.join(os.path.dirname(replication.__file__), "replication_results.csv"), newline="") as fh:
         recorded = {line["row"]: line for line in csv.DictReader(fh)}
-    train = recorded["bsa-tnp-gp2d-train"]
-    assert f"{float(train['value']):.4g} +- " in by_id["bsa-tnp-gp2d-train"] and " *" in by_id["bsa-tnp-gp2d-train"]
-    assert f"{train['budget']} ({train['steps']} steps)" in by_id["bsa-tnp-gp2d-train"]
-    assert "-0.32 +- 0.01" in by_id["bsa-tnp-gp2d-train"]
+    train = recorded["te-tnp-gp-shift-0"]
+    assert f"{float(train['value']):.4g} +- " in by_id["te-tnp-gp-shift-0"] and " *" in by_id["te-tnp-gp-shift-0"]
+    assert f"{train['budget']} ({train['steps']} steps)" in by_id["te-tnp-gp-shift-0"]
+    assert "-0.47 +- 0.01" in by_id["te-tnp-gp-shift-0"]
+    # recorded under an earlier protocol (the BSA-TNP head before issue 35): not run under the current one
+    assert "not run" in by_id["bsa-tnp-gp2d-train"] and " *" not in by_id["bsa-tnp-gp2d-train"]
     assert "bsa-tnp-gp2d-shifted" in recorded and " *" not in by_id["bsa-tnp-gp2d-shifted"]  # the user's wins
     assert "taylorformer-celeba" not in recorded and "not run" in by_id["taylorformer-celeba"]
     # recorded under an earlier protocol (noise 1e-3): not run under the current one

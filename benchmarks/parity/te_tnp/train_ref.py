@@ -34,9 +34,7 @@ import json
 import math
 import os
 import sys
-import time
 
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 for var in ("REF_TNP_SRC", "REF_TETNP_SRC"):  # the reference checkouts (setup.sh also puts them on the path)
@@ -66,7 +64,7 @@ def _load_tnpd_helpers():
 
 tnpd = _load_tnpd_helpers()
 KEYS = tnpd.KEYS
-to_torch, make_optimizer, mean_stderr = tnpd.to_torch, tnpd.make_optimizer, tnpd.mean_stderr
+to_torch, make_optimizer = tnpd.to_torch, tnpd.make_optimizer
 SoftplusNormalLikelihood, keras_init_ = tnpd.SoftplusNormalLikelihood, tnpd.keras_init_
 
 
@@ -207,62 +205,20 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    data = np.load(args.data)
-    meta = json.loads(str(data["meta"]))
-    available = data["train_xc"].shape[0]
-    steps = args.steps or available
-    if steps > available:
-        raise SystemExit(f"{args.data} holds {available} training batches; asked for {steps} steps")
-    train = {k: data[f"train_{k}"][:steps] for k in KEYS}
-    test = [to_torch({k: data[f"test_{k}"][j] for k in KEYS}) for j in range(data["test_xc"].shape[0])]
-    gt = data["test_gt_loglik"].astype(np.float64).reshape(-1)
+    train, test, gt, meta, steps = tnpd.load_data(args.data, args.steps)
 
     torch.manual_seed(args.seed)
     model = model_from_args(args)
     optimizer = make_optimizer(model, args.lr, args.weight_decay, args.eps, args.eps_mode)
 
-    def evaluate():
-        model.eval()
-        with torch.no_grad():
-            ll = torch.cat([task_loglik(model, b) for b in test]).numpy()
-        model.train()
-        return mean_stderr(ll)
-
-    model.train()
-    wall = cpu = first = 0.0
-    losses, done = [], 0
-    for step in range(1, steps + 1):
-        batch = to_torch({k: v[step - 1] for k, v in train.items()})
-        t0, c0 = time.perf_counter(), time.process_time()
-        loss = train_step(model, optimizer, batch, args.clip)
-        dt = time.perf_counter() - t0
-        wall, cpu = wall + dt, cpu + time.process_time() - c0
-        first = first or dt
-        if not math.isfinite(loss):
-            raise SystemExit(f"non-finite loss {loss} at step {step}")
-        losses.append(loss)
-        done = step
-        if args.eval_every and step % args.eval_every == 0 and step != steps:
-            mean, err = evaluate()
-            print(json.dumps({"step": step, "test_loglik_mean": mean, "test_loglik_stderr": err,
-                              "train_loss_mean": float(np.mean(losses[-args.eval_every:])),
-                              "train_seconds": round(wall, 3)}), flush=True)
-    mean, err = evaluate()
+    mean, err, run = tnpd.train_on_batches(model, optimizer, train, test, steps, args.eval_every, args.clip,
+                                           task_loglik, train_step)
     options = {k: getattr(args, k) for k in ("init", "scale", "parallel_update", "final_norm", "no_check_shapes",
                                              "width", "layers", "heads", "head_dim", "kernel_width",
                                              "lr", "weight_decay", "eps", "eps_mode", "clip", "min_scale",
                                              "seed", "threads")}
-    print(json.dumps({
-        "impl": "cambridge-mlg/tetnp", "step": done, "steps": done,
-        "train_seconds": round(wall, 3), "steps_per_s": round(done / wall, 3),
-        "test_loglik_mean": mean, "test_loglik_stderr": err, "gt_loglik_mean": float(gt.mean()),
-        "steady_steps_per_s": round((done - 1) / (wall - first), 3) if done > 1 else None,
-        "first_step_seconds": round(first, 3), "cpu_seconds": round(cpu, 3),
-        "train_loss_last50": float(np.mean(losses[-50:])),
-        "num_params": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
-        "options": options, "torch": torch.__version__, "data": os.path.basename(args.data),
-        "task": meta["task"],
-    }), flush=True)
+    print(json.dumps(tnpd.summary("cambridge-mlg/tetnp", model, mean, err, run, gt, options, args.data, meta,
+                                  step=run["done"])), flush=True)
     return 0
 
 

@@ -445,7 +445,10 @@ def _cmd_replicate(args):
         args.row, budget=args.budget, out=args.out, results=args.results, eval_tasks=args.eval_tasks,
         task_config=_json_arg(args.task_config, "--task-config"), batch_size=args.batch_size,
         model_overrides=_json_arg(args.model_overrides, "--model-overrides"),
-        jit_compile="auto" if args.xla is None else args.xla, verbose=1 if sys.stdout.isatty() else 2)
+        jit_compile="auto" if args.xla is None else args.xla, verbose=1 if sys.stdout.isatty() else 2,
+        time_budget_s=args.time_budget)
+    if record is None:  # the time budget ran out: checkpointed, nothing recorded
+        return 0
     print(f"run directory: {record['out_dir']}")
     print(replication.comparison(replication.get_row(args.row), record))
     print(f"recorded in {args.results}")
@@ -753,6 +756,9 @@ def build_parser():
     p.add_argument("--model-overrides", help="model spec entries to merge into the row's, as JSON or a "
                    "JSON/YAML file (e.g. '{\"encoder\": {\"layers\": 1}}' for a smoke test); recorded with "
                    "the result")
+    p.add_argument("--time-budget", type=positive_float, metavar="SECONDS",
+                   help="stop training after this much wall time, checkpointed and not yet evaluated; "
+                   "the same command again resumes it")
     p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
                    help="compile the train step with XLA (default: on without a distribution strategy)")
     p.set_defaults(func=_cmd_replicate)

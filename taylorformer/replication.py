@@ -541,10 +541,18 @@ def _resolve_out(row, out, budget_label):
     return out, True
 
 
+def training_wall_s(out_dir):
+    """Seconds of training in the run ``out_dir`` over all its sessions: the last
+    ``elapsed_s`` of its ``metrics.csv`` (a resumed run's clock goes on from it)."""
+    lines = RunDirectory(out_dir).metrics_rows()
+    return float(lines[-1].get("elapsed_s") or 0.0) if lines else 0.0
+
+
 def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_tasks=None,
               task_config=None, jit_compile="auto", verbose=2, seed=0, batch_size=None,
-              model_overrides=None):
-    """Train and evaluate the registered row ``row_id``; returns the results record (dict).
+              model_overrides=None, time_budget_s=None):
+    """Train and evaluate the registered row ``row_id``; returns the results record (dict),
+    or None when ``time_budget_s`` ran out first.
 
     ``budget``: ``"paper"`` (the paper's steps and evaluation size), ``"small"`` (the row's
     :class:`SmallBudget`) or a number of steps (evaluated on the small budget's tasks).
@@ -556,6 +564,11 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     (merged into the row's model spec, e.g. ``{"encoder": {"layers": 1}}``) depart from the
     paper's protocol, for a smaller device or a smoke test: they are recorded in the command.
     The record is appended to the CSV ``results`` (None: not recorded).
+
+    ``time_budget_s``: stop training after this many seconds of wall time, checkpointed; the
+    run is then neither evaluated nor recorded, and the same call again resumes it (a paper
+    budget spread over several sessions). The record's ``wall_s`` is the run's training time
+    over all its sessions plus this call's evaluation.
     """
     from taylorformer import __version__
     from taylorformer.workflow import runs, training
@@ -578,12 +591,19 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     if batch_size is not None:
         options["batch_size"] = batch_size
     out_dir, resume = _resolve_out(row, out, label)
-    started = time.time()
     if resume:
-        training.train(resume=out_dir, steps=steps, verbose=verbose)
+        trainer = training.train(resume=out_dir, steps=steps, verbose=verbose, time_budget_s=time_budget_s)
     else:
-        training.train(model=row.model_spec(), task=row.task, task_config=row.task_config, out_dir=out_dir,
-                       verbose=verbose, seed=seed, jit_compile=jit_compile, **options)
+        trainer = training.train(model=row.model_spec(), task=row.task, task_config=row.task_config,
+                                 out_dir=out_dir, verbose=verbose, seed=seed, jit_compile=jit_compile,
+                                 time_budget_s=time_budget_s, **options)
+    trained = trainer.steps_done
+    if trained < steps:
+        if verbose:
+            print(f"{row.id}: stopped at step {trained} of {steps} (time budget); {out_dir} holds the "
+                  f"checkpoints: the same command again resumes it", flush=True)
+        return None
+    started = time.time()
     eval_name, eval_config = row.eval_task()
     num_tasks = eval_tasks or (row.evaluation.num_tasks if label == "paper" else
                                min(row.small.eval_tasks, row.evaluation.num_tasks or row.small.eval_tasks))
@@ -601,7 +621,8 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
               "stderr": stderr, "stderr_method": stderr_method, "protocol": row.protocol_version,
               "num_tasks": len(values), "paper_value": row.paper_value,
               "paper_error": "" if row.paper_error is None else row.paper_error,
-              "device": device_name(), "wall_s": round(time.time() - started, 1), "version": __version__,
+              "device": device_name(), "wall_s": round(training_wall_s(out_dir) + time.time() - started, 1),
+              "version": __version__,
               "commit": source_commit(),
               "command": command_line(row.id, budget, out, results if results != DEFAULT_RESULTS else None,
                                       eval_tasks, extra, None if jit_compile == "auto" else jit_compile,

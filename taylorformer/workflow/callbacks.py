@@ -126,14 +126,16 @@ class BestModel(keras.callbacks.Callback):
 
 class MetricsLog(keras.callbacks.Callback):
     """One ``metrics.csv`` row per validation (epoch end): the step, the mean train loss
-    since the last row, the validation metrics, learning rate, skipped steps, elapsed s."""
+    since the last row, the validation metrics, learning rate, skipped steps, and the run's
+    elapsed seconds (a resumed run goes on from its last row's)."""
 
     def __init__(self, run_dir, step, skipped):
         super().__init__()
         self.run_dir, self.step, self.skipped = run_dir, step, skipped
 
     def on_train_begin(self, logs=None):
-        self._start = time.time()
+        earlier = self.run_dir.metrics_rows()
+        self._start = time.time() - (float(earlier[-1].get("elapsed_s") or 0.0) if earlier else 0.0)
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}

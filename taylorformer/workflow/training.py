@@ -223,6 +223,11 @@ class Trainer:
                 "(resume with --resume). Lower the learning rate, check the data, or use "
                 "nan_policy='skip'.")
 
+    @property
+    def steps_done(self):
+        """The run's optimizer steps so far (fewer than ``steps`` after a time budget ran out)."""
+        return int(self.step.numpy())
+
     def restore_latest(self):
         """Restore the newest intact checkpoint (see :meth:`RunDirectory.restore_latest`);
         :meth:`fit` then continues that run. Returns its step."""

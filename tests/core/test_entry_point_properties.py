@@ -8,6 +8,7 @@ command's purpose. The CLI runs in-process on one tiny trained run shared by the
 """
 import json
 import os
+import types
 import zipfile
 
 import numpy as np
@@ -224,7 +225,7 @@ def results_files(draw):
 
 
 def test_replicate_keeps_every_line_and_refuses_bad_results_files(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(training, "train", lambda *a, **k: None)
+    monkeypatch.setattr(training, "train", lambda *a, **k: types.SimpleNamespace(steps_done=k["steps"]))
     monkeypatch.setattr(runs, "load_run", lambda *a, **k: (None, None, None))
     monkeypatch.setattr(replication, "_task_values", lambda *a, **k: (np.array([1.0, 2.0]), 0))
     cases = iter(range(10**6))

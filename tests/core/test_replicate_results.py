@@ -4,6 +4,7 @@ naming the file; a result computed is printed before it is written, and one that
 be written is in the error (never lost)."""
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -21,7 +22,8 @@ def no_training(monkeypatch):
     """Training and evaluation replaced by stubs (value 1.5 over two tasks); ``calls``
     counts the trainings."""
     calls = []
-    monkeypatch.setattr(training, "train", lambda *a, **k: calls.append(k))
+    monkeypatch.setattr(training, "train",
+                        lambda *a, **k: calls.append(k) or types.SimpleNamespace(steps_done=k["steps"]))
     monkeypatch.setattr(runs, "load_run", lambda *a, **k: (None, None, None))
     monkeypatch.setattr(replication, "_task_values", lambda *a, **k: (np.array([1.0, 2.0]), 0))
     return calls
@@ -88,3 +90,23 @@ def test_a_result_is_printed_before_it_is_written_and_kept_when_writing_fails(tm
         replication.replicate(ROW, budget=2, out=str(tmp_path / "run2"), results=str(results), verbose=0)
     kept = json.loads(str(info.value).split("it is: ", 1)[1])
     assert kept["value"] == 1.5 and kept["row"] == ROW
+
+
+def test_a_time_budget_stops_checkpointed_and_the_same_call_resumes(tmp_path):
+    """A paper budget over several sessions: the first call stops at the time budget and
+    records nothing; the same call again resumes, finishes and records the run's training
+    time over both sessions (metrics.csv's clock goes on from the first)."""
+    out, results = str(tmp_path / "run"), str(tmp_path / "results.csv")
+    tiny = {"encoder": {"layers": 1, "num_heads": 1, "head_dim": 4, "enc_dim": 4}}
+    options = dict(budget=40, out=out, results=results, eval_tasks=4, model_overrides=tiny, verbose=0)
+    assert replication.replicate(ROW, time_budget_s=1e-6, **options) is None
+    assert not os.path.exists(results)
+    first = replication.RunDirectory(out).metrics_rows()
+    assert int(first[-1]["step"]) < 40
+    record = replication.replicate(ROW, **options)
+    rows = replication.RunDirectory(out).metrics_rows()
+    assert int(rows[-1]["step"]) == 40 and record["steps"] == 40
+    elapsed = [float(r["elapsed_s"]) for r in rows]
+    assert elapsed == sorted(elapsed) and elapsed[len(first)] >= elapsed[len(first) - 1]
+    assert record["wall_s"] >= elapsed[-1]
+    assert [line["row"] for line in replication.read_results(results)] == [ROW]

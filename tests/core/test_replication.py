@@ -327,11 +327,13 @@ def _run_params():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("run", _run_params())
-def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path, ettm2_csv):
+def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path, ettm2_csv, uci_electricity_txt):
     rows = _runs()[run]
     local = _image_sources(tmp_path).get(rows[0].task) if rows[0].task in ("emnist", "celeba", "t-mnist") else None
     if rows[0].task == "ettm2":  # ETTm2 is not offline: a fixture in its format
         local = {"path": ettm2_csv(rows=8_000)}  # every horizon: the 11% validation rows hold a window
+    if rows[0].task == "uci-electricity":  # nor is the UCI file: 320 days in its format (every horizon)
+        local = {"path": uci_electricity_txt(days=320)[0], "start": "2014-01-01", "end": "2014-11-17"}
     out, results = str(tmp_path / "run"), str(tmp_path / "results.csv")
     for row in rows:  # the first row trains, the others of its run only evaluate
         record = replication.replicate(row.id, budget=5, out=out, results=results, eval_tasks=2,

@@ -312,15 +312,22 @@ def _runs():
 SMOKE = {"encoder": {"layers": 1}}
 
 
+#: runs marked ``long`` although their model and task pair is new: the Taylorformer paper's
+#: electricity rows run end to end in tests/tasks/test_uci_electricity.py, and its Table 1 TNP
+#: image rows combine a model (tnp-a, in the forecasting runs) and tasks (in the Taylorformer's
+#: image runs) that run here already
+LONG_RUNS = {"taylorformer-electricity-192", "tnp-a-electricity-192", "tnp-a-emnist", "tnp-a-celeba"}
+
+
 def _run_params():
     """One parameter per training run; a run with the model and task of an earlier one (other
-    horizons or kernels: the same code with other numbers) is marked ``long``, which the tox
-    envs deselect to keep CI in time (``pytest -m long`` runs them)."""
+    horizons or kernels: the same code with other numbers) or of :data:`LONG_RUNS` is marked
+    ``long``, which the tox envs deselect to keep CI in time (``pytest -m long`` runs them)."""
     seen, params = set(), []
     for run in sorted(_runs()):
         first = _runs()[run][0]
         key = (first.model, first.task)
-        params.append(pytest.param(run, marks=pytest.mark.long) if key in seen else run)
+        params.append(pytest.param(run, marks=pytest.mark.long) if key in seen or run in LONG_RUNS else run)
         seen.add(key)
     return params
 

@@ -64,8 +64,8 @@ class DataArchive:
 _UCI_BEIJING = "https://archive.ics.uci.edu/static/public/501/beijing+multi+site+air+quality+data.zip"
 _UCI_ELECTRICITY = "https://archive.ics.uci.edu/static/public/321/electricityloaddiagrams20112014.zip"
 #: SHA-256 of LD2011_2014.txt (710,998,915 bytes) in the UCI ElectricityLoadDiagrams20112014 archive
-#: (261,335,609 bytes): not computed here (no network); the value that several independent public
-#: projects publish for the file they downloaded from that URL (docs/tasks.md)
+#: (261,335,609 bytes): not computed here (no network); the value eight files of public repositories
+#: publish for the file downloaded from that URL, all agreeing (docs/tasks.md)
 UCI_ELECTRICITY_SHA256 = "d51565f2cb5a6b768d06ba1bbd3c084c6e2f3aab07f00c6f2dcb80e90175124b"
 #: SHA-256 of the 12 station files of the UCI Beijing Multi-Site Air Quality archive (see
 #: docs/tasks.md for how they were obtained and cross-checked)

@@ -187,3 +187,41 @@ def ettm2_csv(tmp_path):
         return str(path)
 
     return write
+
+
+#: the client columns of the synthetic UCI electricity file (the paper's MT_323 among them)
+UCI_ELECTRICITY_CLIENTS = ("MT_001", "MT_322", "MT_323")
+
+
+def write_uci_electricity(path, start="2014-01-01", days=80, clients=UCI_ELECTRICITY_CLIENTS, seed=0):
+    """Write a file in the format of the UCI ``LD2011_2014.txt``: a quoted empty header
+    cell then the quoted client names, ``;``-separated; one row per quarter-hour stamped at
+    its end (the first ``start 00:15:00``, the last ``start + days 00:00:00``), quoted time
+    stamps, kW values with a ``,`` decimal mark and plain ``0`` where a client uses nothing
+    (the first client is zero for the first day, as clients created late are in the file).
+    Values: a daily cycle of 96 quarter-hours plus noise, different per client. Returns
+    ``(path, kW [rows, clients] float64)`` as written."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    stamps = pd.date_range(pd.Timestamp(start) + pd.Timedelta(minutes=15), periods=days * 96, freq="15min")
+    t = np.arange(len(stamps))
+    kw = np.stack([np.round(50 + 10 * k + 20 * np.sin(2 * np.pi * t / 96 + k) + rng.gamma(2.0, 2.0, len(t)), 6)
+                   for k in range(len(clients))], 1)
+    kw[:96, 0] = 0.0
+    text = np.char.replace(kw.astype(str), ".", ",")
+    text[kw == 0] = "0"
+    lines = [";".join(['""'] + [f'"{c}"' for c in clients])]
+    lines += [f'"{s}";' + ";".join(row) for s, row in zip(stamps.strftime("%Y-%m-%d %H:%M:%S"), text)]
+    Path(path).write_text("\n".join(lines) + "\n")
+    return str(path), kw
+
+
+@pytest.fixture
+def uci_electricity_txt(tmp_path):
+    """A function ``(**options) -> (path, kW)`` writing a synthetic UCI electricity file
+    (:func:`write_uci_electricity`) into ``tmp_path``; the real file is not available offline."""
+    def write(name="LD2011_2014.txt", **options):
+        return write_uci_electricity(tmp_path / name, **options)
+
+    return write

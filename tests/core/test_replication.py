@@ -312,26 +312,35 @@ def _runs():
 SMOKE = {"encoder": {"layers": 1}}
 
 
+#: runs marked ``long`` although their model and task pair is new: the Taylorformer paper's
+#: electricity rows run end to end in tests/tasks/test_uci_electricity.py, and its Table 1 TNP
+#: image rows combine a model (tnp-a, in the forecasting runs) and tasks (in the Taylorformer's
+#: image runs) that run here already
+LONG_RUNS = {"taylorformer-electricity-192", "tnp-a-electricity-192", "tnp-a-emnist", "tnp-a-celeba"}
+
+
 def _run_params():
     """One parameter per training run; a run with the model and task of an earlier one (other
-    horizons or kernels: the same code with other numbers) is marked ``long``, which the tox
-    envs deselect to keep CI in time (``pytest -m long`` runs them)."""
+    horizons or kernels: the same code with other numbers) or of :data:`LONG_RUNS` is marked
+    ``long``, which the tox envs deselect to keep CI in time (``pytest -m long`` runs them)."""
     seen, params = set(), []
     for run in sorted(_runs()):
         first = _runs()[run][0]
         key = (first.model, first.task)
-        params.append(pytest.param(run, marks=pytest.mark.long) if key in seen else run)
+        params.append(pytest.param(run, marks=pytest.mark.long) if key in seen or run in LONG_RUNS else run)
         seen.add(key)
     return params
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("run", _run_params())
-def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path, ettm2_csv):
+def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path, ettm2_csv, uci_electricity_txt):
     rows = _runs()[run]
     local = _image_sources(tmp_path).get(rows[0].task) if rows[0].task in ("emnist", "celeba", "t-mnist") else None
     if rows[0].task == "ettm2":  # ETTm2 is not offline: a fixture in its format
         local = {"path": ettm2_csv(rows=8_000)}  # every horizon: the 11% validation rows hold a window
+    if rows[0].task == "uci-electricity":  # nor is the UCI file: 320 days in its format (every horizon)
+        local = {"path": uci_electricity_txt(days=320)[0], "start": "2014-01-01", "end": "2014-11-17"}
     out, results = str(tmp_path / "run"), str(tmp_path / "results.csv")
     for row in rows:  # the first row trains, the others of its run only evaluate
         record = replication.replicate(row.id, budget=5, out=out, results=results, eval_tasks=2,

@@ -2,7 +2,7 @@
 
     python train_ours.py --seed 0 --steps 2000 --eval-every 500
 
-Model, optimizer and step are the library's own: ``taylorformer.training.Trainer``
+Model, optimizer and step are the library's own: ``taylorformer.workflow.training.Trainer``
 (``keras.utils.set_random_seed(seed)``, ``build_model`` of the preset, Keras AdamW) and
 its compiled step ``Trainer.compiled_step`` (loss: minus the mean over tasks of the mean
 log-likelihood per real target point; gradient clipped to global norm 0.5), i.e. what
@@ -54,7 +54,7 @@ def main(argv=None):
 
     import taylorformer
     from taylorformer.task import make_task
-    from taylorformer.training import Trainer, TrainConfig
+    from taylorformer.workflow.training import Trainer, TrainConfig
 
     data = np.load(args.data)
     meta = json.loads(str(data["meta"]))
@@ -78,6 +78,9 @@ def main(argv=None):
     wall = cpu = first = 0.0
     losses = []
     for step, batch in enumerate(stream, start=1):
+        # the step returns the loss tracker's mean since its last reset: reset it so that
+        # "loss" is this step's loss (as the reference's), not the mean since step 1
+        model.reset_metrics()
         t0, c0 = time.perf_counter(), time.process_time()
         loss = float(step_fn(batch)["loss"])
         dt = time.perf_counter() - t0

@@ -35,6 +35,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT = os.path.join(HERE, "data", "function-check.npz")
 LAYERS = 6
+#: reference flags under which our weights map one to one into the reference tree and
+#: give the same function (``ref_params``)
+COPY_FLAGS = ("relu", "ln_eps", "no_embed_norm", "min_std", "no_qkv_bias", "log_b")
 
 
 # ------------------------------------------------------------------ ours (taylorformer venv)
@@ -223,7 +226,7 @@ def compare(args):
             (-0.5 * ((yt - mu) / std) ** 2 - np.log(std.astype(np.float64)) - 0.5 * np.log(2 * np.pi))[..., 0]
         return mu, std, lp, sum(v.size for v in template.values())
 
-    like = ("relu", "ln_eps", "no_embed_norm", "min_std", "no_qkv_bias", "log_b")
+    like = COPY_FLAGS
     mu, std, lp, n_ref = run(like)
     result = {"impl": "dl4bi vs taylorformer", "flags": list(like), "ref_num_params": n_ref,
               "ours_num_params": json.loads(str(data["meta"]))["num_params"],

@@ -9,7 +9,8 @@
 #
 # Environment: OURS_PY (python with taylorformer; default the repo's .venv), DL4BI_VENV
 # (reference venv, default ~/.cache/ref-dl4bi), DATA (npz from dump_data.py), SEEDS,
-# STEPS, EVAL_EVERY, REF_ARGS, OURS_ARGS, OUT.
+# STEPS, EVAL_EVERY, REF_ARGS, OURS_ARGS, OUT, THREADS (1, the default: one thread per
+# process on both sides; anything else leaves the libraries' defaults).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OURS_PY=${OURS_PY:-$HERE/../../../.venv/bin/python}
@@ -22,6 +23,11 @@ EVAL_EVERY=${EVAL_EVERY:-500}
 mkdir -p "$HERE/results"
 OUT=${OUT:-$HERE/results/learning-$(date +%Y%m%d-%H%M%S).jsonl}
 export TF_CPP_MIN_LOG_LEVEL=3 JAX_PLATFORMS=cpu
+# one thread per process (both sides), unless THREADS=any: the machine is shared
+if [ "${THREADS:-1}" = 1 ]; then
+  export TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+  export XLA_FLAGS="${XLA_FLAGS:-} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+fi
 echo "# $(date -u +%FT%TZ) data=$DATA steps=$STEPS seeds=$SEEDS -> $OUT" >&2
 for seed in $SEEDS; do
   for side in ours ref; do

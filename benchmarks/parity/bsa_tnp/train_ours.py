@@ -2,7 +2,7 @@
 
     python train_ours.py --seed 0 --steps 2000 --eval-every 500
 
-Model, optimizer and step are the library's own: ``taylorformer.training.Trainer``
+Model, optimizer and step are the library's own: ``taylorformer.workflow.training.Trainer``
 (``keras.utils.set_random_seed(seed)``, ``build_model`` of the preset, Keras AdamW) and
 its compiled step ``Trainer.compiled_step`` (loss: minus the mean over tasks of the mean
 log-likelihood per real target point; gradient clipped to global norm 0.5), i.e. what
@@ -14,7 +14,8 @@ standard error over tasks.
 
 Prints one JSON line per evaluation and a final one (``steady_steps_per_s``: the steps
 after the first, whose tracing and compilation are left out; ``cpu_seconds``: process
-CPU time of the training steps).
+CPU time of the training steps). ``--export-init NPZ`` writes the initial weights for
+``train_ref.py --init-from``; ``--losses JSON`` every step's loss.
 """
 import argparse
 import json
@@ -45,6 +46,11 @@ def main(argv=None):
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0, help="seed of the initial weights (data come from the file)")
     ap.add_argument("--model", default="bsa-tnp", help="preset or spec file (default bsa-tnp)")
+    ap.add_argument("--export-init", default=None, metavar="NPZ",
+                    help="write the initial weights (check_function.py's export format) to NPZ, "
+                         "for train_ref.py --init-from")
+    ap.add_argument("--losses", default=None, metavar="JSON",
+                    help="write every step's training loss (a JSON list) to this file")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--min-lr", type=float, default=2e-5)
     args = ap.parse_args(argv)
@@ -54,7 +60,7 @@ def main(argv=None):
 
     import taylorformer
     from taylorformer.task import make_task
-    from taylorformer.training import Trainer, TrainConfig
+    from taylorformer.workflow.training import Trainer, TrainConfig
 
     data = np.load(args.data)
     meta = json.loads(str(data["meta"]))
@@ -66,6 +72,13 @@ def main(argv=None):
                       clip_norm=0.5, tensorboard=False)
     trainer = Trainer(args.model, task, cfg, tempfile.mkdtemp(prefix="bsa-ours-"), task_name=meta["task"])
     model = trainer.model
+    if args.export_init:
+        sys.path.insert(0, HERE)
+        import check_function
+
+        os.makedirs(os.path.dirname(os.path.abspath(args.export_init)), exist_ok=True)
+        np.savez(args.export_init, **{f"w:{k}": v for k, v in check_function.our_weights(model).items()},
+                 meta=json.dumps({"seed": args.seed, "model": args.model, "num_params": int(model.count_params())}))
     stream = tf.data.Dataset.from_tensor_slices({k: data[f"train_{k}"][:args.steps] for k in KEYS})
     step_fn = trainer.compiled_step()
     n_test = data["test_xc"].shape[0]
@@ -78,6 +91,9 @@ def main(argv=None):
     wall = cpu = first = 0.0
     losses = []
     for step, batch in enumerate(stream, start=1):
+        # the step returns the loss tracker's mean since its last reset: reset it so that
+        # "loss" is this step's loss (as the reference's), not the mean since step 1
+        model.reset_metrics()
         t0, c0 = time.perf_counter(), time.process_time()
         loss = float(step_fn(batch)["loss"])
         dt = time.perf_counter() - t0
@@ -91,6 +107,9 @@ def main(argv=None):
             print(json.dumps({"impl": "taylorformer", "seed": args.seed, "step": step, "test_loglik_mean": m,
                               "test_loglik_stderr": e, "train_loss_mean": float(np.mean(losses[-args.eval_every:])),
                               "train_seconds": round(wall, 2)}), flush=True)
+    if args.losses:
+        with open(args.losses, "w") as f:
+            json.dump(losses, f)
     m, e = evaluate()
     print(json.dumps({
         "impl": "taylorformer", "seed": args.seed, "step": args.steps, "final": True, "model": args.model,

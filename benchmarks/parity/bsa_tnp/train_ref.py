@@ -17,6 +17,11 @@ Loss: the reference's own ``DiagonalMVNOutput.nll`` (minus the mean log density 
 real target points; every task has the same Nt, so it equals ours, the mean over tasks of
 the per-task mean). Test: per task, the mean log density over its target points; mean
 and standard error over the 256 dumped test tasks. Output as train_ours.py.
+
+``--keras-adam``: Adam with Keras' epsilon placement (:func:`keras_scale_by_adam`), the one
+optimizer difference to ours. ``--init-from NPZ`` (with ``--like-ours``): start from our
+initial weights (``train_ours.py --export-init``), so that both sides train the same
+function from the same point; ``--losses JSON``: every step's loss (``compare_losses.py``).
 """
 import argparse
 import json
@@ -39,6 +44,31 @@ def mean_stderr(values):
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(len(values)))
 
 
+def keras_scale_by_adam(b1, b2, eps):
+    """``optax.scale_by_adam`` with Keras' epsilon placement: Keras' Adam/AdamW step is
+    ``lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)``, i.e. optax's
+    ``m_hat / (sqrt(v_hat) + eps')`` with ``eps' = eps / sqrt(1 - b2^t)`` (3.2e-6 at t = 1
+    for eps = 1e-7, 1.1e-7 at t = 2000)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    def init(params):
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        return {"mu": zeros, "nu": jax.tree_util.tree_map(jnp.zeros_like, params),
+                "count": jnp.zeros([], jnp.int32)}
+
+    def update(grads, state, params=None):
+        mu = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["mu"], grads)
+        nu = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["nu"], grads)
+        t = state["count"] + 1
+        factor = jnp.sqrt(1 - b2 ** t.astype(jnp.float32)) / (1 - b1 ** t.astype(jnp.float32))
+        out = jax.tree_util.tree_map(lambda m, v: factor * m / (jnp.sqrt(v) + eps), mu, nu)
+        return out, {"mu": mu, "nu": nu, "count": t}
+
+    return optax.GradientTransformation(init, update)
+
+
 def main(argv=None):
     import ref_model
 
@@ -49,6 +79,16 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--flag", action="append", default=[], choices=ref_model.FLAGS)
     ap.add_argument("--like-ours", action="store_true", help="all flags of ref_model.FLAGS")
+    ap.add_argument("--init-from", default=None, metavar="NPZ",
+                    help="start from our initial weights (a check_function.py export file: "
+                         "train_ours.py --export-init writes the ones its --seed gives), copied "
+                         "into the reference tree as check_function.py compare does; needs the "
+                         "function flags (--like-ours)")
+    ap.add_argument("--losses", default=None, metavar="JSON",
+                    help="write every step's training loss (a JSON list) to this file")
+    ap.add_argument("--keras-adam", action="store_true",
+                    help="Adam with Keras' epsilon placement (eps added to sqrt(v) before the bias "
+                         "correction: optax's eps / sqrt(1 - beta2^t)); default optax.adamw's")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--min-lr", type=float, default=2e-5)
     args = ap.parse_args(argv)
@@ -61,12 +101,28 @@ def main(argv=None):
     flags = tuple(ref_model.FLAGS) if args.like_ours else tuple(args.flag)
     model, _ = ref_model.build(flags)
     params = ref_model.init(model, args.seed)
+    init_name = os.path.basename(args.init_from) if args.init_from else None
+    if args.init_from:
+        import check_function
+
+        missing = set(check_function.COPY_FLAGS) - set(flags)
+        if missing:
+            raise SystemExit(f"--init-from copies our weights into the reference built like ours; "
+                             f"add the flags {sorted(missing)} (or --like-ours)")
+        src = np.load(args.init_from)
+        ours = {k[2:]: src[k] for k in src.files if k.startswith("w:")}
+        flat = check_function.ref_params(ours, ref_model.flatten(params), flags)
+        params = jax.tree_util.tree_map(jnp.asarray, check_function.unflatten(flat))
     data = np.load(args.data)
     if args.steps > data["train_xc"].shape[0]:
         raise SystemExit(f"{args.data} holds {data['train_xc'].shape[0]} batches; asked for {args.steps}")
     sched = optax.cosine_decay_schedule(args.lr, args.steps, alpha=args.min_lr / args.lr)
-    opt = optax.chain(optax.clip_by_global_norm(0.5),
-                      optax.adamw(sched, b1=0.9, b2=0.999, eps=1e-7, weight_decay=1e-4))
+    if args.keras_adam:
+        adam = optax.chain(keras_scale_by_adam(0.9, 0.999, 1e-7), optax.add_decayed_weights(1e-4),
+                           optax.scale_by_learning_rate(sched))
+    else:
+        adam = optax.adamw(sched, b1=0.9, b2=0.999, eps=1e-7, weight_decay=1e-4)
+    opt = optax.chain(optax.clip_by_global_norm(0.5), adam)
     opt_state = opt.init(params)
 
     def inputs(b):
@@ -113,16 +169,20 @@ def main(argv=None):
         s = i + 1
         if args.eval_every and s % args.eval_every == 0 and s != args.steps:
             m, e = evaluate()
-            print(json.dumps({"impl": "dl4bi", "seed": args.seed, "step": s, "test_loglik_mean": m,
+            print(json.dumps({"impl": "dl4bi", "flags": list(flags), "init_from": init_name, "seed": args.seed, "step": s, "test_loglik_mean": m,
                               "test_loglik_stderr": e, "train_loss_mean": float(np.mean(losses[-args.eval_every:])),
                               "train_seconds": round(wall, 2)}), flush=True)
+    if args.losses:
+        with open(args.losses, "w") as f:
+            json.dump(losses, f)
     m, e = evaluate()
     # do the F basis functions of a head stay distinct? (equal initial a, b give equal gradients)
     flat = ref_model.flatten(params)
     spread = {name: float(max(np.ptp(np.asarray(v), axis=-1).max() for k, v in flat.items() if k.endswith(name)))
               for name in ("s_bias_a", "s_bias_b", "s_bias_log_b") if any(k.endswith(name) for k in flat)}
     print(json.dumps({
-        "impl": "dl4bi", "basis_spread_within_head": spread, "seed": args.seed, "step": args.steps, "final": True, "flags": list(flags),
+        "impl": "dl4bi", "basis_spread_within_head": spread, "seed": args.seed, "step": args.steps, "final": True, "flags": list(flags), "keras_adam": args.keras_adam,
+        "init_from": init_name,
         "test_loglik_mean": m, "test_loglik_stderr": e,
         "gt_loglik_mean": float(data["test_gt_loglik"].mean()),
         "train_loss_mean": float(np.mean(losses[-args.eval_every:] if args.eval_every else losses[-50:])),

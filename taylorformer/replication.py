@@ -683,8 +683,12 @@ def baseline_values(row, name, eval_tasks=None, task_config=None):
                                            lag=int(option or 1), num_tasks=num_tasks)
         return values, baselines.overlap_block(task)
     if kind == "context-mean":  # a model: scored by the model's metric function, on its batches
-        values, _ = _task_values(baselines.ContextMean(), task, row.metric, row.evaluation.split,
-                                 row.evaluation.batch_size, num_tasks)
+        batch_size = row.evaluation.batch_size
+        floor = baselines.fit_context_mean_floor(
+            task, row.metric, lambda model, task, metric, split, n: task_values(model, task, metric, split,
+                                                                                 batch_size, n))
+        values, _ = _task_values(baselines.ContextMean(floor), task, row.metric, row.evaluation.split,
+                                 batch_size, num_tasks)
         return values, 1
     if kind == "exact-gp":
         from taylorformer.spec import resolve_spec

@@ -16,8 +16,10 @@ so the row's value and its baseline are summarised the same way (:func:`summaris
   three states among the task's context cells, with add-one smoothing.
 * ``context-mean`` (image completion, :class:`ContextMean`): every target pixel of a task
   predicted by a Gaussian with the mean and the standard deviation of that task's context
-  values, per channel (the standard deviation floored at :data:`CONTEXT_MEAN_FLOOR`), scored
-  by the model's own metric function on the model's evaluation tasks.
+  values, per channel, scored by the model's own metric function on the model's evaluation
+  tasks. The standard deviation is floored (a context of one colour, e.g. a few black
+  pixels, has none); the floor is the one of :data:`CONTEXT_MEAN_FLOORS` that scores best on
+  the first tasks of the *validation* split (:func:`fit_context_mean_floor`), never the test.
 
 Error bars (:func:`summarise`): tasks drawn independently get the standard error of the
 mean (``iid``); forecasting windows taken at a stride below their length overlap, so
@@ -42,9 +44,10 @@ BASELINES = {
     "context-mean": "a Gaussian per task and channel with the context values' mean and standard deviation "
                     "(floored)",
 }
-#: least standard deviation of the ``context-mean`` Gaussian, in the task's output units (a
-#: context of one colour, e.g. only black pixels, would otherwise give a zero variance)
-CONTEXT_MEAN_FLOOR = 0.01
+#: candidate least standard deviations of the ``context-mean`` Gaussian, in the task's output units
+CONTEXT_MEAN_FLOORS = (0.003, 0.01, 0.03, 0.1, 0.3)
+#: validation tasks the floor is chosen on
+CONTEXT_MEAN_FIT_TASKS = 64
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -183,7 +186,7 @@ class ContextMean:
 
     causal = False
 
-    def __init__(self, floor=CONTEXT_MEAN_FLOOR):
+    def __init__(self, floor):
         if not (isinstance(floor, (int, float)) and math.isfinite(floor) and floor > 0):
             raise ValueError(f"context-mean floor must be a positive number, got {floor!r}")
         self.floor = float(floor)
@@ -205,3 +208,13 @@ class ContextMean:
         shape = tf.shape(batch["yt"])
         return tfp.distributions.Normal(tf.cast(tf.broadcast_to(mean, shape), tf.float32),
                                         tf.cast(tf.broadcast_to(scale, shape), tf.float32))
+
+
+def fit_context_mean_floor(task, metric, score, num_tasks=CONTEXT_MEAN_FIT_TASKS, floors=CONTEXT_MEAN_FLOORS):
+    """The floor of :data:`CONTEXT_MEAN_FLOORS` whose :class:`ContextMean` scores best in
+    ``metric`` on the first ``num_tasks`` tasks of ``task``'s validation split;
+    ``score(model, task, metric, split, num_tasks)`` gives the per-task values (the models'
+    scorer, :func:`taylorformer.replication.task_values`)."""
+    sign = -1.0 if metric in ("nll", "mse") else 1.0
+    means = [sign * float(np.mean(score(ContextMean(f), task, metric, "val", num_tasks))) for f in floors]
+    return floors[int(np.argmax(means))]

@@ -256,6 +256,8 @@ def test_list_table_names_the_results_files(capsys, tmp_path):
     assert "small (1000 steps)" in by_id["bsa-tnp-gp2d-shifted"]
     assert f"the last line of {results}" in out and replication.RECORDED_RESULTS in out
     assert "not run" in by_id["taylorformer-celeba"] and "4 +- 0.02" in by_id["taylorformer-celeba"]
+    assert "-1.351 +- 0.00036 (understated) *" in by_id["taylorformer-exchange-rate-720-nll"]
+    assert "(understated): an iid error bar over overlapping windows" in out
 
 
 def test_docs_table_is_generated_from_the_packaged_csvs():

@@ -409,7 +409,8 @@ def _list_rows(args):
     for row in listed:
         ours = row["ours"]
         mark = "" if ours is None or ours["source"] == "results" else " *"
-        value = "not run" if ours is None else f"{_cell(ours['value'])} +- {_cell(ours['stderr'], 2)}{mark}"
+        understated = " (understated)" if ours is not None and ours.get("stderr_understated") else ""
+        value = "not run" if ours is None else f"{_cell(ours['value'])} +- {_cell(ours['stderr'], 2)}{understated}{mark}"
         error = "" if row["paper_error"] is None else f" +- {row['paper_error']:g}"
         base = row["baseline"]
         baseline = "-" if base is None else f"{base['name']} {_cell(base['value'])}"
@@ -420,8 +421,9 @@ def _list_rows(args):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     print(f"\nOurs: the last line of {args.results} for each row ({len(listed)} rows); * where it has none: "
           f"the project's recorded result, from {replication.RECORDED_RESULTS}. Baselines: "
-          f"{args.baselines}, else {replication.RECORDED_BASELINES}. --json gives every field, with the "
-          "reasons for each status and missing baseline.")
+          f"{args.baselines}, else {replication.RECORDED_BASELINES}. (understated): an iid error bar over "
+          "overlapping windows, not used for the status. --json gives every field, with the reasons for each "
+          "status and missing baseline.")
     return 0
 
 

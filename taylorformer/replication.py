@@ -355,13 +355,29 @@ def _number(text):
     return value if math.isfinite(value) else None
 
 
+def overlapping_windows(row):
+    """True where ``row`` evaluates windows of one series taken at a stride below their
+    length (a forecasting task, whose class has ``window_starts``): their values are
+    dependent, and an ``iid`` standard error over them is understated."""
+    name, config = row.eval_task()
+    factory = registry.get("task", name)
+    if not hasattr(getattr(factory, "func", factory), "window_starts"):
+        return False
+    options = {**getattr(factory, "keywords", {}), **config}
+    return int(options.get("eval_stride", 1)) < int(options.get("context_length", 96)) + int(options.get("horizon", 96))
+
+
 def _ours(row, line, source):
-    """The ``ours`` object of :func:`list_rows` for a results ``line`` (None: none)."""
+    """The ``ours`` object of :func:`list_rows` for a results ``line`` (None: none).
+    ``stderr_understated``: the line's standard error treats overlapping forecasting
+    windows as independent (``iid``); it is shown but :func:`status` does not use it."""
     if line is None:
         return None
     steps = int(line["steps"] or 0)
-    return {"value": _number(line["value"]), "stderr": _number(line["stderr"]),
-            "stderr_method": line.get("stderr_method") or "iid", "num_tasks": int(line["num_tasks"] or 0),
+    method = line.get("stderr_method") or "iid"
+    return {"value": _number(line["value"]), "stderr": _number(line["stderr"]), "stderr_method": method,
+            "stderr_understated": method.startswith("iid") and overlapping_windows(row),
+            "num_tasks": int(line["num_tasks"] or 0),
             "budget": line["budget"], "steps": steps, "paper_steps": row.training.steps,
             "budget_fraction": steps / row.training.steps, "wall_s": _number(line["wall_s"]),
             "protocol": int(line.get("protocol") or 1), "device": line["device"], "commit": line["commit"],
@@ -405,7 +421,10 @@ def status(row, ours, baseline, earlier=None):
     digit where it prints none), ``within 2 se`` (within twice our standard error),
     ``below paper`` / ``above paper`` (worse / better than the paper beyond that).
     The paper's value is :attr:`Row.paper_comparable` (rescaled where its code scaled it).
-    "Below" and "above" mean worse and better: for an NLL or MSE, below is higher."""
+    "Below" and "above" mean worse and better: for an NLL or MSE, below is higher. A
+    standard error that is missing (fewer than two blocks of windows) or understated (``iid``
+    over overlapping windows, ``ours["stderr_understated"]``) counts as unknown: the gaps
+    are then compared without it, and the reason says so."""
     if row.not_comparable:
         return "not comparable", row.not_comparable
     if ours is None or ours["value"] is None:
@@ -416,12 +435,16 @@ def status(row, ours, baseline, earlier=None):
                                + (f" ({why})" if why else "") + ", not comparable")
         return "not run", "no result recorded"
     sign = 1 if row.higher_is_better else -1
-    value, stderr = ours["value"], ours["stderr"]
+    value, stderr = ours["value"], None if ours.get("stderr_understated") else ours["stderr"]
     if baseline is not None and baseline["kind"] == "reference":
         gap = sign * (value - baseline["value"])
         if gap < -2 * _gap_se(stderr, baseline["stderr"]):
+            unknown = [f"{who} {'understated' if understated else 'not estimable'}" for who, error, understated in
+                       (("ours", stderr, ours.get("stderr_understated")), ("the baseline's", baseline["stderr"], False))
+                       if error is None or not math.isfinite(error)]
             return "below baseline", (f"{baseline['name']} scores {baseline['value']:.4g} on the same tasks, "
-                                      f"ours {value:.4g}")
+                                      f"ours {value:.4g}" + (f" (compared without error bars: {', '.join(unknown)})"
+                                                             if unknown else ""))
     paper, error = row.paper_comparable
     printed = f"{row.paper_value:g}"
     digits = len(printed.split(".")[1]) if "." in printed and "e" not in printed else 0
@@ -496,7 +519,8 @@ def markdown_table(listed=None):
             ours = f"not run (protocol {item['earlier']['protocol']} gave {_cell(item['earlier']['value'])})"
         if item["ours"] is not None:
             o = item["ours"]
-            ours = f"{_cell(o['value'])} ± {_cell(o['stderr'], 2) or 'n/a'} ({o['stderr_method']}, {o['num_tasks']} tasks)"
+            method = o["stderr_method"] + (": not used for the status" if o.get("stderr_understated") else "")
+            ours = f"{_cell(o['value'])} ± {_cell(o['stderr'], 2) or 'n/a'} ({method}, {o['num_tasks']} tasks)"
             budget = f"{o['steps']:,} / {o['paper_steps']:,} steps ({100 * o['budget_fraction']:.2g}%)"
             wall = "" if o["wall_s"] is None else f"{o['wall_s']:,.0f} s"
         b = item["baseline"]
@@ -658,6 +682,14 @@ def baseline_values(row, name, eval_tasks=None, task_config=None):
         values = baselines.forecast_values(task, row.metric, row.evaluation.split,
                                            lag=int(option or 1), num_tasks=num_tasks)
         return values, baselines.overlap_block(task)
+    if kind == "context-mean":  # a model: scored by the model's metric function, on its batches
+        batch_size = row.evaluation.batch_size
+        floor = baselines.fit_context_mean_floor(
+            task, row.metric, lambda model, task, metric, split, n: task_values(model, task, metric, split,
+                                                                                 batch_size, n))
+        values, _ = _task_values(baselines.ContextMean(floor), task, row.metric, row.evaluation.split,
+                                 batch_size, num_tasks)
+        return values, 1
     if kind == "exact-gp":
         from taylorformer.spec import resolve_spec
 

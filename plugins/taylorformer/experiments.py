@@ -118,8 +118,6 @@ IMAGE_NOTES = (
 )
 #: the TNP code's EMNIST config bounds the predicted scale (bound_std: 0.05 + 0.95 softplus)
 EMNIST_TNP_MIN_SCALE = 0.05
-IMAGE_NO_BASELINE = ("no image-completion baseline is implemented yet (a per-task context-mean Gaussian "
-                     "would be the simplest); the dataset is not available offline here either")
 IMAGE_SMALL = SmallBudget(steps=1_000, eval_tasks=256,
                           why="1.4% (EMNIST) / 0.8% (CelebA) of the paper's steps")
 IMAGE_PROTOCOL = ("pixel x in [-1, 1]^2, y in [-0.5, 0.5]; Nc ~ U(6, 200), Nt ~ U(3, 197); {data} "
@@ -146,7 +144,7 @@ def image_rows(model):
     notes = COMMON_NOTES + (TABLE1_TNP_NOTES if tnp else IMAGE_TAYLORFORMER_SIZE) + IMAGE_NOTES
     emnist = {"model": model, "task": "emnist", "metric": "loglik", "paper_error_kind": FIVE_RUNS,
               "training": EMNIST_TRAINING, "small": IMAGE_SMALL, "run": f"{model}-emnist",
-              "no_baseline": IMAGE_NO_BASELINE, "paper": PAPER, "table": "Table 1",
+              "baselines": ("context-mean",), "paper": PAPER, "table": "Table 1",
               "model_overrides": table1_tnp_overrides(EMNIST_TNP_MIN_SCALE) if tnp else {},
               "notes": notes + ((f"Scale floor: {EMNIST_TNP_MIN_SCALE} (min_scale), as the TNP code's EMNIST "
                                  "config bounds the predicted standard deviation (bound_std).",) if tnp else ())}
@@ -164,7 +162,7 @@ def image_rows(model):
             model_overrides=table1_tnp_overrides() if tnp else {},
             metric="loglik", paper_value=celeba[0], paper_error=celeba[1], paper_error_kind=FIVE_RUNS,
             training=image_training(125_000),  # 45 epochs at batch 64
-            evaluation=Evaluation(batch_size=64), small=IMAGE_SMALL, no_baseline=IMAGE_NO_BASELINE,
+            evaluation=Evaluation(batch_size=64), small=IMAGE_SMALL, baselines=("context-mean",),
             notes=notes + CELEBA_NOTE),
     ]
 

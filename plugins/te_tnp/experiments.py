@@ -69,8 +69,7 @@ T_MNIST = Row(
     task="t-mnist", metric="loglik", paper_value=1.25, paper_error=0.03, paper_error_kind="standard error",
     training=Training(steps=500_000, batch_size=8, optimizer="adamw", learning_rate=5e-4, weight_decay=0.01,
                       val_every=10_000, val_batches=8),
-    evaluation=Evaluation(batch_size=16), no_baseline=(
-        "no image-completion baseline is implemented yet; MNIST is not available offline here"),
+    evaluation=Evaluation(batch_size=16), baselines=("context-mean",),
     small=SmallBudget(
         steps=300, eval_tasks=64, why="0.06% of the paper's steps: 3,136 pixels a task make a step slow on a CPU"),
     notes=OPTIMISER_NOTES + (

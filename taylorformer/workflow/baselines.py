@@ -14,6 +14,12 @@ so the row's value and its baseline are summarised the same way (:func:`summaris
   joint density, and ``gt_loglik`` otherwise): a ceiling, not a baseline to beat.
 * ``context-frequency`` (SIR): each target cell's state drawn from the frequencies of the
   three states among the task's context cells, with add-one smoothing.
+* ``context-mean`` (image completion, :class:`ContextMean`): every target pixel of a task
+  predicted by a Gaussian with the mean and the standard deviation of that task's context
+  values, per channel, scored by the model's own metric function on the model's evaluation
+  tasks. The standard deviation is floored (a context of one colour, e.g. a few black
+  pixels, has none); the floor is the one of :data:`CONTEXT_MEAN_FLOORS` that scores best on
+  the first tasks of the *validation* split (:func:`fit_context_mean_floor`), never the test.
 
 Error bars (:func:`summarise`): tasks drawn independently get the standard error of the
 mean (``iid``); forecasting windows taken at a stride below their length overlap, so
@@ -35,7 +41,13 @@ BASELINES = {
                       "squared seasonal change as its variance",
     "exact-gp": "the exact GP predictive under the task's true hyperparameters (a ceiling)",
     "context-frequency": "each target's state from its context's state frequencies (add-one smoothing)",
+    "context-mean": "a Gaussian per task and channel with the context values' mean and standard deviation "
+                    "(floored)",
 }
+#: candidate least standard deviations of the ``context-mean`` Gaussian, in the task's output units
+CONTEXT_MEAN_FLOORS = (0.003, 0.01, 0.03, 0.1, 0.3)
+#: validation tasks the floor is chosen on
+CONTEXT_MEAN_FIT_TASKS = 64
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -80,8 +92,10 @@ def summarise(values, block=1):
     values = np.asarray(values, np.float64)
     if block <= 1:
         return float(values.mean()), iid_stderr(values), "iid"
-    return (float(values.mean()), block_stderr(values, block),
-            f"batch means, blocks of {block} consecutive windows")
+    method = f"batch means, blocks of {block} consecutive windows"
+    if values.size < 2 * block:  # the windows hold fewer than two independent blocks
+        method += f" ({values.size} windows: fewer than two blocks, no error bar)"
+    return float(values.mean()), block_stderr(values, block), method
 
 
 # ----------------------------------------------------------------------------- forecasting
@@ -159,3 +173,48 @@ def context_frequency_values(task, split, batch_size, num_tasks, classes=3, smoo
         values.append(np.where(mt, nll, 0.0).sum(1) / np.maximum(mt.sum(1), 1))
     values = np.concatenate(values)
     return values if num_tasks is None else values[:num_tasks]
+
+
+# ----------------------------------------------------------------------------- images
+class ContextMean:
+    """The ``context-mean`` baseline as a model: :meth:`distribution` of a batch is a
+    Gaussian that predicts every target point of task ``b`` and output channel ``d`` by the
+    mean and the (population) standard deviation of the task's observed context values
+    ``yc[b, :, d]``, the standard deviation floored at ``floor``. It ignores the inputs,
+    so :func:`taylorformer.replication.metric_function` scores it like any model (the same
+    log-likelihood per target point, teacher forcing does not apply)."""
+
+    causal = False
+
+    def __init__(self, floor):
+        if not (isinstance(floor, (int, float)) and math.isfinite(floor) and floor > 0):
+            raise ValueError(f"context-mean floor must be a positive number, got {floor!r}")
+        self.floor = float(floor)
+
+    def distribution(self, batch, training=False):
+        """``tfd.Normal`` of ``batch["yt"]``'s shape ``[B, Nt, Dy]`` (float32)."""
+        import tensorflow as tf
+        import tensorflow_probability as tfp
+
+        from taylorformer.batch import with_masks
+
+        batch = with_masks(batch)
+        observed = tf.cast(batch["observed_c"], tf.float64)                          # [B, Nc, Dy]
+        yc = tf.cast(batch["yc"], tf.float64) * observed
+        count = tf.maximum(tf.reduce_sum(observed, 1, keepdims=True), 1.0)          # [B, 1, Dy]
+        mean = tf.reduce_sum(yc, 1, keepdims=True) / count
+        var = tf.reduce_sum(observed * (yc - mean) ** 2, 1, keepdims=True) / count
+        scale = tf.maximum(tf.sqrt(var), self.floor)
+        shape = tf.shape(batch["yt"])
+        return tfp.distributions.Normal(tf.cast(tf.broadcast_to(mean, shape), tf.float32),
+                                        tf.cast(tf.broadcast_to(scale, shape), tf.float32))
+
+
+def fit_context_mean_floor(task, metric, score, num_tasks=CONTEXT_MEAN_FIT_TASKS, floors=CONTEXT_MEAN_FLOORS):
+    """The floor of :data:`CONTEXT_MEAN_FLOORS` whose :class:`ContextMean` scores best in
+    ``metric`` on the first ``num_tasks`` tasks of ``task``'s validation split;
+    ``score(model, task, metric, split, num_tasks)`` gives the per-task values (the models'
+    scorer, :func:`taylorformer.replication.task_values`)."""
+    sign = -1.0 if metric in ("nll", "mse") else 1.0
+    means = [sign * float(np.mean(score(ContextMean(f), task, metric, "val", num_tasks))) for f in floors]
+    return floors[int(np.argmax(means))]

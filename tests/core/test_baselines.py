@@ -6,6 +6,7 @@ The scorers are checked against independent NumPy references: loops over
 batch-means error bar, a per-task loop for the context-frequency NLL.
 """
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -51,6 +52,26 @@ def test_block_stderr_of_overlapping_windows_is_honest():
     assert 0.7 * truth < np.mean(block) < 1.3 * truth
 
 
+def test_block_stderr_matches_the_exact_variance_of_an_ar1_mean():
+    """AR(1) series x_t = phi x_(t-1) + e_t (known autocorrelation phi^k): the mean of the
+    squared batch-means standard error over many series against the exact variance of the
+    mean, sum_(i,j) gamma(i - j) / n^2 with gamma(k) = phi^|k| / (1 - phi^2), in NumPy."""
+    from scipy.signal import lfilter
+
+    phi, n, block, series = 0.8, 8_000, 200, 300
+    rng = np.random.default_rng(4)
+    noise = rng.normal(size=(series, n + 500))
+    x = lfilter([1.0], [1.0, -phi], noise, axis=1)[:, 500:]          # stationary after a burn-in
+    lags = np.arange(1, n)
+    gamma0 = 1.0 / (1.0 - phi ** 2)
+    exact = (gamma0 + 2.0 * np.sum((1.0 - lags / n) * gamma0 * phi ** lags)) / n
+    block_var = np.mean([baselines.block_stderr(v, block) ** 2 for v in x])
+    iid_var = np.mean([baselines.iid_stderr(v) ** 2 for v in x])
+    assert block_var == pytest.approx(exact, rel=0.15)
+    assert iid_var < exact / 5  # (1 - phi) / (1 + phi) = 1/9 of it: independent values assumed
+    assert np.var(x.mean(1)) == pytest.approx(exact, rel=0.25)  # the simulation itself
+
+
 def test_summarise_names_its_method():
     values = np.arange(40.0)
     assert baselines.summarise(values)[2] == "iid"
@@ -78,6 +99,40 @@ def test_naive_forecasts_match_a_loop_over_windows(lag, ettm2_csv):
     np.testing.assert_allclose(baselines.forecast_values(task, "nll", lag=lag), nll, rtol=1e-5)
     assert len(baselines.forecast_values(task, "mse", lag=lag, num_tasks=5)) == 5
     assert baselines.overlap_block(task) == 96 + 48
+
+
+def test_persistence_on_a_small_series_by_hand():
+    """40 rows: the chronological split 69/11/20 cuts at rows 27 and 32, the z-scores use the
+    27 training rows (population std), context 3 and horizon 2 give the test windows starting
+    at rows 32..35, and the NLL's variance is the training rows' mean squared one-step
+    change of the z-scores. Every number below is computed here, not by the task."""
+    y = np.array([1.0, 3, 2, 5, 4, 4, 6, 8, 7, 9, 8, 10, 12, 11, 13, 12, 14, 15, 13, 16, 18, 17, 19, 20,
+                  18, 21, 23, 22, 24, 26, 25, 27, 29, 28, 30, 33, 31, 32, 35, 34])
+    task = make_task("csv", {"path": pd.DataFrame({"v": y}), "target_columns": ["v"], "context_length": 3,
+                             "horizon": 2})
+    train = y[:27]
+    z = (y - train.mean()) / train.std()
+    variance = np.mean(np.diff(z[:27]) ** 2)
+    mse, nll = [], []
+    for start in (32, 33, 34, 35):
+        targets = np.arange(start + 3, start + 5)
+        error = z[targets] - z[targets - 1]
+        mse.append(np.mean(error ** 2))
+        nll.append(np.mean(0.5 * np.log(2 * np.pi * variance) + 0.5 * error ** 2 / variance))
+    np.testing.assert_array_equal(task.window_starts("test"), [32, 33, 34, 35])
+    np.testing.assert_allclose(baselines.forecast_values(task, "mse"), mse, rtol=1e-5)
+    np.testing.assert_allclose(baselines.forecast_values(task, "nll"), nll, rtol=1e-5)
+    # seasonal naive with a season of 2 steps: the value two rows earlier, the 2-step variance
+    variance2 = np.mean((z[2:27] - z[:25]) ** 2)
+    error2 = np.array([z[s + 3:s + 5] - z[s + 1:s + 3] for s in (32, 33, 34, 35)])
+    np.testing.assert_allclose(baselines.forecast_values(task, "mse", lag=2), np.mean(error2 ** 2, 1), rtol=1e-5)
+    np.testing.assert_allclose(baselines.forecast_values(task, "nll", lag=2),
+                               np.mean(0.5 * np.log(2 * np.pi * variance2) + 0.5 * error2 ** 2 / variance2, 1),
+                               rtol=1e-5)
+    assert baselines.overlap_block(task) == 5
+    mean, stderr, method = baselines.summarise(baselines.forecast_values(task, "mse"), 5)
+    assert mean == pytest.approx(np.mean(mse), rel=1e-5) and math.isnan(stderr)
+    assert method == "batch means, blocks of 5 consecutive windows (4 windows: fewer than two blocks, no error bar)"
 
 
 def test_persistence_leaves_missing_targets_out(ettm2_csv):
@@ -160,8 +215,15 @@ def test_list_json_agrees_with_the_packaged_csvs(capsys, tmp_path):
         current = [ln for ln in results if ln["row"] == row.id and int(ln["protocol"]) == row.protocol_version]
         if current:
             ours, line = item["ours"], current[-1]
+            for key in ("value", "stderr", "stderr_method", "budget", "steps", "paper_steps", "wall_s"):
+                assert key in ours
             assert ours["value"] == float(line["value"]) and ours["steps"] == int(line["steps"])
+            stderr = float(line["stderr"])
+            assert ours["stderr"] == (stderr if math.isfinite(stderr) else None)
             assert ours["stderr_method"] == line["stderr_method"] and ours["wall_s"] == float(line["wall_s"])
+            # iid over overlapping forecasting windows is understated: flagged, never a status's error bar
+            assert ours["stderr_understated"] == (replication.overlapping_windows(row)
+                                                  and line["stderr_method"].startswith("iid"))
             assert ours["paper_steps"] == row.training.steps and ours["budget"] == line["budget"]
             assert ours["budget_fraction"] == pytest.approx(int(line["steps"]) / row.training.steps)
         else:
@@ -169,9 +231,13 @@ def test_list_json_agrees_with_the_packaged_csvs(capsys, tmp_path):
         if item["baseline"] is None:
             assert item["baseline_reason"]
         else:
+            for key in ("name", "value", "stderr"):
+                assert key in item["baseline"]
             line = [ln for ln in scored if ln["row"] == row.id and ln["baseline"] == item["baseline"]["name"]][-1]
             assert item["baseline"]["value"] == float(line["value"])
-            assert int(line["protocol"]) == row.protocol_version
+            stderr = float(line["stderr"])
+            assert item["baseline"]["stderr"] == (stderr if math.isfinite(stderr) else None)
+            assert int(line["protocol"]) == row.protocol_version and item["baseline"]["name"] in row.baselines
     for horizon in (96, 192, 336, 720):  # moved to the 15-minute ETTm2: nothing recorded on it yet
         item = listed[f"taylorformer-ett-{horizon}-nll"]
         assert item["status"] == "not run" and "ETTh1" in item["status_reason"]
@@ -190,6 +256,8 @@ def test_list_table_names_the_results_files(capsys, tmp_path):
     assert "small (1000 steps)" in by_id["bsa-tnp-gp2d-shifted"]
     assert f"the last line of {results}" in out and replication.RECORDED_RESULTS in out
     assert "not run" in by_id["taylorformer-celeba"] and "4 +- 0.02" in by_id["taylorformer-celeba"]
+    assert "-1.351 +- 0.00036 (understated) *" in by_id["taylorformer-exchange-rate-720-nll"]
+    assert "(understated): an iid error bar over overlapping windows" in out
 
 
 def test_docs_table_is_generated_from_the_packaged_csvs():
@@ -217,11 +285,17 @@ def test_ett_baselines_score_an_ettm2_fixture_from_the_cli(tmp_path, ettm2_csv, 
     task = make_task("ettm2", {**local, "horizon": 96})
     assert float(lines[0]["value"]) == pytest.approx(baselines.forecast_values(task, "mse").mean())
     assert float(lines[1]["value"]) == pytest.approx(baselines.forecast_values(task, "mse", lag=96).mean())
-    assert lines[0]["stderr_method"] == "batch means, blocks of 192 consecutive windows"
+    assert lines[0]["stderr_method"] == ("batch means, blocks of 192 consecutive windows (209 windows: fewer than "
+                                         "two blocks, no error bar)")
     assert lines[0]["protocol"] == "2" and "--task-config" in lines[0]["command"]
     listed = {r["id"]: r for r in replication.list_rows(results=str(tmp_path / "none.csv"), baselines=results)}
     assert listed["taylorformer-ett-96-mse"]["baseline"]["name"] == "persistence"  # the better of the two
-    with pytest.raises(Exception, match="has no baseline"):
+
+
+def test_a_row_without_baselines_says_why(monkeypatch):
+    row = dataclasses.replace(replication.get_row("taylorformer-celeba"), baselines=(), no_baseline="none fits")
+    monkeypatch.setattr(replication, "get_row", lambda row_id: row)
+    with pytest.raises(Exception, match="has no baseline: none fits"):
         replication.score_baselines("taylorformer-celeba", results=None)
 
 
@@ -235,3 +309,75 @@ def test_a_results_file_of_the_earlier_columns_reads_and_migrates(tmp_path):
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert tuple(rows[0]) == replication.RESULT_COLUMNS and [r["protocol"] for r in rows] == ["1", "2"]
+
+
+# ----------------------------------------------------------------------------- images
+def _image_source(tmp_path, rgb=False):
+    """Random 28x28 grey (or 32x32 RGB) uint8 images, every fifth one black (a context of one
+    value: the standard deviation floor), as an ``.npz`` image source."""
+    rng = np.random.default_rng(3)
+    shape = (40, 32, 32, 3) if rgb else (40, 28, 28)
+    images = (rng.random(shape) < 0.3) * rng.integers(0, 256, shape)
+    images[::5] = 0
+    path = tmp_path / ("rgb.npz" if rgb else "grey.npz")
+    np.savez(path, images=images.astype(np.uint8), labels=np.arange(40) % 10)
+    return {"source": str(path), "transpose": False, "split": [0.5, 0.25, 0.25]}
+
+
+def _context_mean_loglik(batch, floor):
+    """NumPy: per-task log-likelihood per target point of the context-mean Gaussian ``[B]``,
+    and whether any task's context standard deviation was below ``floor``."""
+    values, floored = [], False
+    for i in range(len(batch["xc"])):
+        nc, nt = int(batch["mask_c"][i].numpy().sum()), int(batch["mask_t"][i].numpy().sum())
+        yc = batch["yc"][i, :nc].numpy().astype(np.float64)          # [Nc, Dy]
+        yt = batch["yt"][i, :nt].numpy().astype(np.float64)          # [Nt, Dy]
+        mean, std = yc.mean(0), yc.std(0)
+        floored |= bool((std < floor).any())
+        std = np.maximum(std, floor)
+        logpdf = -0.5 * np.log(2 * np.pi * std ** 2) - (yt - mean) ** 2 / (2 * std ** 2)
+        values.append(logpdf.sum(-1).mean())
+    return np.array(values), floored
+
+
+@pytest.mark.parametrize("row_id", ["te-pt-tnp-t-mnist", "taylorformer-celeba"])
+def test_context_mean_matches_a_numpy_loop_over_tasks(row_id, tmp_path):
+    """The context-mean Gaussian, scored by the models' metric function on the row's
+    evaluation batches, against a per-task, per-channel NumPy computation; its floor is the
+    candidate that scores best on the validation tasks (NumPy too), not on the test."""
+    row = replication.get_row(row_id)
+    local = _image_source(tmp_path, rgb=row.task == "celeba")
+    values, block = replication.baseline_values(row, "context-mean", eval_tasks=6, task_config=local)
+    assert block == 1 and values.shape == (6,)
+    name, config = row.eval_task()
+    task = make_task(name, {**config, **local})
+    size = row.evaluation.batch_size
+    val = list(task.dataset("val", batch_size=size, num_batches=math.ceil(64 / size)))
+    fit = [np.concatenate([_context_mean_loglik(b, f)[0] for b in val])[:64].mean()
+           for f in baselines.CONTEXT_MEAN_FLOORS]
+    floor = baselines.CONTEXT_MEAN_FLOORS[int(np.argmax(fit))]
+    batch = next(iter(task.dataset("test", batch_size=6, num_batches=1)))
+    expected, floored = _context_mean_loglik(batch, floor)
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-5)
+    assert floored  # the black images exercise the floor
+    expected, _ = _context_mean_loglik(batch, 0.003)  # a floor given: no fit
+    values, _ = replication._task_values(baselines.ContextMean(0.003), task, "loglik", "test", 6, 6)
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_context_mean_scores_from_the_cli_and_shows_in_the_list(tmp_path, capsys):
+    local = _image_source(tmp_path)
+    results = str(tmp_path / "baselines.csv")
+    assert main(["replicate", "te-pt-tnp-t-mnist", "--baseline", "--baselines", results, "--eval-tasks", "5",
+                 "--task-config", json.dumps(local)]) == 0
+    assert "baseline context-mean loglik" in capsys.readouterr().out
+    (line,) = replication.read_results(results, replication.BASELINE_COLUMNS)
+    assert (line["baseline"], line["metric"], line["num_tasks"], line["stderr_method"]) == (
+        "context-mean", "loglik", "5", "iid")
+    listed = {r["id"]: r for r in replication.list_rows(results=str(tmp_path / "none.csv"), baselines=results)}
+    assert listed["te-pt-tnp-t-mnist"]["baseline"]["value"] == float(line["value"])
+    for row_id in ("taylorformer-emnist-seen", "taylorformer-celeba"):  # not scored: a reason, no value
+        assert listed[row_id]["baseline"] is None
+        assert "context-mean not scored here" in listed[row_id]["baseline_reason"]
+    with pytest.raises(ValueError, match="floor must be a positive number"):
+        baselines.ContextMean(floor=0.0)

@@ -1,6 +1,7 @@
 """Summarise the learning runs of run_learning.sh (any Python with NumPy)::
 
-    python summarize.py 200          # reads out/learning-{ours,ref}-seed*-200.jsonl
+    python summarize.py 2000              # reads results/learning-{ours,ref}-seed*-2000.jsonl
+    python summarize.py 200 out           # another folder (run_learning.sh's OUT)
 
 Prints, per side and evaluation step, the test log-likelihood of every seed (+- its
 standard error over the test tasks) and the mean +- standard error over seeds; then the
@@ -20,9 +21,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     steps = argv[0] if argv else "2000"
+    folder = argv[1] if len(argv) > 1 else os.path.join(HERE, "results")
     runs = {}
     for side in ("ours", "ref"):
-        for path in sorted(glob.glob(os.path.join(HERE, "out", f"learning-{side}-seed*-{steps}.jsonl"))):
+        for path in sorted(glob.glob(os.path.join(folder, f"learning-{side}-seed*-{steps}.jsonl"))):
             lines = [json.loads(l) for l in open(path) if l.strip()]
             if lines and "steady_steps_per_s" in lines[-1]:  # finished runs only
                 runs.setdefault(side, []).append(lines)

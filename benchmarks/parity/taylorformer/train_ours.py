@@ -4,7 +4,7 @@ Run with the taylorformer virtualenv, after ``dump_data.py``::
 
     python train_ours.py --steps 2000 --eval-every 500 --seed 0
 
-The model and compiled train step are the library's own (``taylorformer.training.Trainer``,
+The model and compiled train step are the library's own (``taylorformer.workflow.training.Trainer``,
 ``build_model("taylorformer")``, teacher-forced chain-rule likelihood, loss = minus the
 mean over tasks of the mean log-likelihood per real target point). Optimizer: the authors'
 settings (Adam, lr 3e-4 constant, batch 32, no clipping, no weight decay): Keras AdamW with
@@ -49,7 +49,7 @@ def main(argv=None):
 
     import taylorformer
     from taylorformer.task import make_task
-    from taylorformer.training import Trainer, TrainConfig
+    from taylorformer.workflow.training import Trainer, TrainConfig
 
     data, meta = load(args.data)
     steps = args.steps or data["train_xc"].shape[0]
@@ -67,8 +67,10 @@ def main(argv=None):
     test = [{k: tf.constant(v) for k, v in b.items()} for b in split_batches(data, "test")]
     gt = np.concatenate([b["gt_loglik_joint"].numpy() for b in test]).astype(np.float64)
 
+    test_loglik = tf.function(lambda b: taylorformer.loglik(model, b))  # traced, as train_ref.py's
+
     def evaluate():
-        return mean_stderr(np.concatenate([taylorformer.loglik(model, b).numpy() for b in test]))
+        return mean_stderr(np.concatenate([test_loglik(b).numpy() for b in test]))
 
     wall = cpu = first = first_cpu = 0.0
     losses = []

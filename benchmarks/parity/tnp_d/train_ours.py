@@ -6,14 +6,13 @@ Run with the taylorformer virtualenv, after ``dump_data.py``::
     python train_ours.py --steps 50 --data data/gp-seed0-2000.npz --out runs/ours-50
 
 The model, optimizer and train step are the library's own: this script builds a
-``taylorformer.training.Trainer`` (``keras.utils.set_random_seed(seed)``, ``build_model``
+``taylorformer.Trainer`` (``keras.utils.set_random_seed(seed)``, ``build_model``
 of the ``tnp-d`` preset, Keras AdamW with lr 5e-4 and weight decay 1e-4, constant lr)
-and calls its compiled step ``Trainer._step`` (loss = minus the mean over tasks of the
-mean log-likelihood per real target point; gradient clipped to global norm 0.5), which
-is the step ``taylorformer train`` runs. Only the data source differs: the dumped
-batches, fed through the same ``tf.data`` signature and ``experimental_distribute_dataset``
-as ``Trainer._train_data`` (they are the batches that ``taylorformer train --task gp
---seed S`` would draw, see dump_data.py). The validation passes and checkpoints of
+and calls its compiled step ``Trainer.compiled_step()`` (``model.train_step``: loss =
+minus the mean over tasks of the mean log-likelihood per real target point; gradient
+clipped to global norm 0.5), the step ``taylorformer train`` runs inside ``fit``. Only
+the data source differs: the dumped batches as they are (the batches that
+``taylorformer train --task gp --seed S`` would draw, see dump_data.py). The validation passes and checkpoints of
 ``Trainer.fit`` are left out; the test evaluation is ``taylorformer.loglik`` on the
 dumped test batches (what ``taylorformer evaluate`` computes, per task: mean
 log-likelihood per real target point; then mean and standard error over the 512 tasks).
@@ -84,9 +83,8 @@ def main(argv=None):
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
 
     import taylorformer
-    from taylorformer.batch import batch_signature
+    from taylorformer import Trainer, TrainConfig  # public names (the module moved in issue 39)
     from taylorformer.task import make_task
-    from taylorformer.training import Trainer, TrainConfig
 
     data, meta = load(args.data)
     available = data["train_xc"].shape[0]

@@ -16,24 +16,36 @@ The network emits raw tensors; only these objects touch tensorflow-probability
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from taylorformer.checks import check_number, check_size
+from taylorformer.checks import check_choice, check_number, check_size
 from taylorformer.hookspecs import hookimpl
 
 tfd = tfp.distributions
+
+#: the smallest normal float32
+TINY = 1.1754944e-38
 
 
 def _positive(raw, floor):
     return floor + tf.nn.softplus(raw)
 
 
+#: what softplus(raw) of a ``normal`` head is: the scale (sigma) or the variance (sigma^2)
+SOFTPLUS_OF = ("scale", "variance")
+
+
 class Normal:
-    """Heteroscedastic Gaussian: scale = min_scale + softplus(raw)."""
+    """Heteroscedastic Gaussian. ``softplus_of="scale"`` (default): scale = min_scale +
+    softplus(raw); ``"variance"``: scale = min_scale + sqrt(softplus(raw)), the head's raw
+    output being the "pre-softplus variance" (TE-TNP and TNP papers; their code adds the
+    floor to the square root as here)."""
 
     #: the registry name in option errors
     component_name = "normal"
 
-    def __init__(self, min_scale=1e-3):
-        self.min_scale = check_number(f"{self.component_name} likelihood", "min_scale", min_scale, low=0)
+    def __init__(self, min_scale=1e-3, softplus_of="scale"):
+        owner = f"{self.component_name} likelihood"
+        self.min_scale = check_number(owner, "min_scale", min_scale, low=0)
+        self.softplus_of = check_choice(owner, "softplus_of", softplus_of, SOFTPLUS_OF)
 
     def num_params(self, dim_y):
         return 2 * dim_y
@@ -41,19 +53,26 @@ class Normal:
     def parameters(self, raw):
         raw = tf.cast(raw, tf.float32)
         loc, scale = tf.split(raw, 2, axis=-1)
+        if self.softplus_of == "variance":
+            # the floor keeps sqrt's gradient finite where softplus underflows to 0 (raw < -87)
+            variance = tf.maximum(tf.nn.softplus(scale), tf.constant(TINY, tf.float32))
+            return {"loc": loc, "scale": self.min_scale + tf.sqrt(variance)}
         return {"loc": loc, "scale": _positive(scale, self.min_scale)}
 
     def distribution(self, params):
         return tfd.Normal(params["loc"], params["scale"])
 
     def get_config(self):
-        return {"min_scale": self.min_scale}
+        return {"min_scale": self.min_scale, "softplus_of": self.softplus_of}
 
 
 class StudentT(Normal):
     """Heavy-tailed Student-t: df = 2 + softplus(raw) (finite variance), floored scale."""
 
     component_name = "student-t"
+
+    def __init__(self, min_scale=1e-3):
+        super().__init__(min_scale)
 
     def num_params(self, dim_y):
         return 3 * dim_y
@@ -65,6 +84,9 @@ class StudentT(Normal):
 
     def distribution(self, params):
         return tfd.StudentT(params["df"], params["loc"], params["scale"])
+
+    def get_config(self):
+        return {"min_scale": self.min_scale}
 
 
 class Mixture:

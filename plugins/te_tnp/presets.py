@@ -1,7 +1,8 @@
 """TE-TNP model presets (kind ``model``): ``te-tnp`` and ``te-pt-tnp``.
 
 Paper sizes (TE-TNP, Ashman et al. 2024, 1-D GP experiments): Dz = 128, 5 layers,
-8 heads x 16, kernel MLP 2 x 128 (hidden layers x width), ReLU, pre-norm.
+8 heads x 16, kernel MLP 2 x 128 (hidden layers x width), ReLU, pre-norm; the head's
+second output is a pre-softplus variance (App. F.1).
 Thesis variants are spec overrides of ``te-tnp``, e.g.::
 
     build_model("te-tnp", encoder={"attention": {"form": "pre", "relative": "rbf"}})
@@ -13,13 +14,18 @@ Thesis variants are spec overrides of ``te-tnp``, e.g.::
 TE_ATTENTION = {"name": "te", "form": "post", "distance": "difference",
                 "kernel_width": 128, "kernel_layers": 2}
 
+#: App. F.1: "The decoder parameterises the mean and pre-softplus variance of a Gaussian
+#: likelihood with heterogeneous noise" (the authors' code likewise: sigma = sqrt(softplus(raw))
+#: + floor); the floor 1e-3 on sigma is ours (their config's is 0)
+TE_LIKELIHOOD = {"name": "normal", "min_scale": 1e-3, "softplus_of": "variance"}
+
 TE_TNP = {
     "description": "TE-TNP: translation-equivariant transformer NP (Ashman et al. 2024).",
     "kind": "conditional",
     "encoder": {"name": "transformer", "attention": TE_ATTENTION, "layers": 5, "width": 128,
                 "num_heads": 8, "head_dim": 16, "embed_x": False},
     "head": {"width": 128, "hidden_layers": 2},
-    "likelihood": {"name": "normal", "min_scale": 1e-3},
+    "likelihood": TE_LIKELIHOOD,
 }
 
 TE_PT_TNP = {
@@ -29,5 +35,5 @@ TE_PT_TNP = {
                 "style": "ist", "init": "mean", "layers": 5, "width": 128, "num_heads": 8,
                 "head_dim": 16},
     "head": {"width": 128, "hidden_layers": 2},
-    "likelihood": {"name": "normal", "min_scale": 1e-3},
+    "likelihood": TE_LIKELIHOOD,
 }

@@ -166,6 +166,7 @@ CHOICE_OPTIONS = [("te-tnp", ("encoder", "attention"), k, c) for k, c in (
     ("te-pt-tnp", ("encoder",), "init", ("mean", "attention")),
     ("bsa-tnp", ("encoder",), "positions", ("auto", "x", "groups")),
     ("taylorformer", ("wrapper",), "p", (0, 1)), ("taylorformer", ("wrapper",), "q", (0, 1)),
+    ("cnp", ("likelihood", "normal"), "softplus_of", ("scale", "variance")),
     ("cnp", ("head",), "activation", (None, "relu", "gelu", "tanh")),
     ("cnp", (), "dtype_policy", (None, "float32", "mixed_float16", "mixed_bfloat16"))]
 

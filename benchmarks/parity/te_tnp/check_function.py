@@ -5,7 +5,7 @@ Two steps, one per virtualenv (the weights travel through an .npz file)::
     python check_function.py export --data data/X.npz                       # taylorformer venv
     "$REF_VENV/bin/python" check_function.py compare --data data/X.npz      # torch venv
 
-``export`` builds ``te-tnp`` through ``taylorformer.training.Trainer`` (``--seed``, sizes as
+``export`` builds ``te-tnp`` through ``taylorformer.workflow.training.Trainer`` (``--seed``, sizes as
 ``train_ours.py``), saves its initial weights under structural names and its predictive
 means, scales and per-task log-likelihoods on the first ``--batches`` padded test batches
 of the file; with ``--steps K`` it also runs K of the Trainer's own steps on the first K

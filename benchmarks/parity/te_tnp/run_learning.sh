@@ -7,7 +7,10 @@
 #   SIZES    model sizes, both sides  (default: "--width 64 --layers 2 --heads 4 --head-dim 16 --kernel-width 64")
 #   THREADS  threads per trainer      (default 1: on a loaded machine torch's spinning OpenMP
 #            threads slow it down many times over; see README)
-#   SEEDS, STEPS, EVERY, SIDES ("ours ref like-ours") override the defaults
+#   SEEDS, STEPS, EVERY, SIDES override the defaults. Sides: ours, ref (as published),
+#            like-ours (the reference with all four flags), ref-init-keras, ref-scale-softplus,
+#            ref-parallel-update, ref-final-norm (the reference with that one flag),
+#            ours-scale, ours-variance (ours with the normal likelihood's softplus_of set)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE"
@@ -28,6 +31,12 @@ for side in $SIDES; do
       ours) nice -n 5 "$PY" train_ours.py "${common[@]}" > "$out" ;;
       ref) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes > "$out" ;;
       like-ours) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --like-ours > "$out" ;;
+      ref-init-keras) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --init keras > "$out" ;;
+      ref-scale-softplus) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --scale softplus > "$out" ;;
+      ref-parallel-update) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --parallel-update > "$out" ;;
+      ref-final-norm) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --final-norm > "$out" ;;
+      ours-scale|ours-variance) nice -n 5 "$PY" train_ours.py "${common[@]}" --softplus-of "${side#ours-}" > "$out" ;;
+      *) echo "unknown side $side" >&2; exit 2 ;;
     esac
     echo "$(date -u +%H:%M:%S) $out: $(tail -1 "$out" | cut -c1-200)"
   done

@@ -4,7 +4,7 @@ Run with the taylorformer virtualenv, after ``dump_data.py``::
 
     python train_ours.py --data data/X.npz --steps 2000 --eval-every 500
 
-The model, optimizer and train step are the library's own (``taylorformer.training.Trainer``:
+The model, optimizer and train step are the library's own (``taylorformer.workflow.training.Trainer``:
 ``keras.utils.set_random_seed(seed)``, ``build_model`` of the ``te-tnp`` preset with the
 sizes of ``--width/--layers/--heads/--head-dim/--kernel-width``, Keras AdamW lr 5e-4,
 weight decay 1e-4, constant lr, global-norm clip 0.5, its compiled ``Trainer`` step, no
@@ -49,19 +49,25 @@ def add_model_args(parser):
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=16)
     parser.add_argument("--kernel-width", type=int, default=128, help="hidden width of the kernel MLP")
+    parser.add_argument("--softplus-of", choices=["scale", "variance"], default=None,
+                        help="the normal likelihood's scale link (default: the preset's): softplus(raw) is "
+                             "the scale, or the variance (the paper's and the reference's)")
 
 
 def model_spec(args):
     """The preset with the sizes of ``args`` (the same sizes the reference is built with)."""
-    return {"preset": args.model,
+    spec = {"preset": args.model,
             "encoder": {"width": args.width, "layers": args.layers, "num_heads": args.heads,
                         "head_dim": args.head_dim, "attention": {"kernel_width": args.kernel_width}},
             "head": {"width": args.width}}
+    if getattr(args, "softplus_of", None):
+        spec["likelihood"] = {"name": "normal", "softplus_of": args.softplus_of}
+    return spec
 
 
 def make_trainer(args, meta, steps, seed, out_dir, xla=False):
     from taylorformer.task import make_task
-    from taylorformer.training import Trainer, TrainConfig
+    from taylorformer.workflow.training import Trainer, TrainConfig
 
     task = make_task(meta["task"], meta.get("task_config_given"))
     if task.get_config() != meta["task_config"]:
@@ -142,6 +148,7 @@ def main(argv=None):
         "train_loss_last50": float(np.mean(losses[-50:])),
         "num_params": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
         "sizes": {k: getattr(args, k) for k in ("width", "layers", "heads", "head_dim", "kernel_width")},
+        "likelihood": model.spec["likelihood"],
         "seed": args.seed, "xla": bool(args.xla), "threads": args.threads, "tensorflow": tf.__version__, "keras": keras.__version__,
         "data": os.path.basename(args.data), "task": meta["task"],
     }), flush=True)

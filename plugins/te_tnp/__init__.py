@@ -2,7 +2,9 @@
 (Ashman et al. 2024; relative-attention functions from the TE-TNP/ConvNP thesis).
 
 Modules: :mod:`.attention` (``te``: logits from q.k and x_q - x_k, the location update),
-:mod:`.pseudo_tokens` (``pseudo-token`` encoder of TE-PT-TNP), :mod:`.presets`. TE-TNP
+:mod:`.pseudo_tokens` (``pseudo-token`` encoder of TE-PT-TNP), :mod:`.presets`,
+:mod:`.experiments` (the paper's rows) and :mod:`.thesis_experiments` (the thesis': none
+yet, and why). TE-TNP
 itself uses the TNP family's ``transformer`` encoder with ``embed_x=False``. A family
 folder is what a third-party NP family looks like: copy its shape.
 """
@@ -11,6 +13,7 @@ from taylorformer.replication import register_rows
 
 from .attention import TEAttention
 from .experiments import ROWS
+from .thesis_experiments import ROWS as THESIS_ROWS
 from .presets import TE_PT_TNP, TE_TNP
 from .pseudo_tokens import PseudoTokenEncoder
 
@@ -35,4 +38,4 @@ def register_models(register):
 
 @hookimpl
 def register_experiments(register):
-    register_rows(register, ROWS)
+    register_rows(register, ROWS + THESIS_ROWS)

@@ -29,8 +29,15 @@ TAYLORFORMER_TABLE1 = {"gp-eq": (4.13, 0.03), "gp-matern52": (3.87, 0.05), "gp-p
 TAYLORFORMER_NLL = {"ett": (-2.69, -2.68, -2.64, -2.56), "exchange-rate": (-1.31, -1.21, -1.05, -0.68)}
 TAYLORFORMER_MSE = {"ett": (0.00030, 0.00029, 0.00030, 0.00029), "exchange-rate": (0.002, 0.002, 0.002, 0.001)}
 HORIZONS = (96, 192, 336, 720)
-#: TE-TNP Table 5 (signs restored) and Table 1 (T-MNIST, TE-PT-TNP-M128)
-TE_TNP_TABLE5 = {("te-tnp", 0): -0.47, ("te-tnp", 1): -0.47, ("tnp-d", 0): -0.48, ("tnp-d", 1): -0.57}
+#: TE-TNP Table 5 (signs restored; Delta = 0, 0.2, ..., 1) of the models the library has, and
+#: Table 1's TE-PT-TNP columns (T-MNIST, T-CIFAR10)
+TE_TNP_SHIFTS = ("0", "0.2", "0.4", "0.6", "0.8", "1")
+TE_TNP_TABLE5 = {"tnp-d": (-0.48, -0.48, -0.49, -0.50, -0.52, -0.57),
+                 "cnp": (-0.69, -0.71, -0.77, -0.86, -0.98, -1.08),
+                 "te-tnp": (-0.47,) * 6, "te-pt-tnp-m8": (-0.50,) * 6, "te-pt-tnp-m16": (-0.50,) * 6,
+                 "te-pt-tnp-m32": (-0.46,) * 6}
+TE_TNP_TABLE1 = {"te-pt-tnp-m64-t-mnist": 1.18, "te-pt-tnp-t-mnist": 1.25, "te-pt-tnp-m64-t-cifar10": 1.50,
+                 "te-pt-tnp-t-cifar10": 1.51}
 #: BSA-TNP Table 1 (2-D GP NLL) and Table 3 (SIR NLL): train, shifted, scaled
 BSA_GP = {"train": -0.32, "shifted": -0.32, "scaled": -0.28}
 BSA_SIR = {"train": 0.19, "shifted": 0.19, "scaled": 0.17}
@@ -47,10 +54,20 @@ def test_every_issue_row_is_registered_with_the_papers_value():
             assert rows[f"taylorformer-{dataset}-{h}-nll"].paper_value == nll
             assert rows[f"taylorformer-{dataset}-{h}-mse"].paper_value == mse
             assert not rows[f"taylorformer-{dataset}-{h}-mse"].higher_is_better
-    for (model, shift), value in TE_TNP_TABLE5.items():
-        row = rows[f"{model}-gp-shift-{shift}"]
-        assert (row.model, row.paper_value, row.evaluation.task_config) == (model, value, {"shift": float(shift)})
-    assert rows["te-pt-tnp-t-mnist"].paper_value == 1.25
+    for model, values in TE_TNP_TABLE5.items():
+        for shift, value in zip(TE_TNP_SHIFTS, values):
+            row = rows[f"{model}-gp-shift-{shift}"]
+            assert (row.model, row.paper_value, row.evaluation.task_config) == (
+                model.split("-m")[0], value, {"shift": float(shift)})
+            assert row.run_name == f"{model}-gp-te-tnp" and row.baselines == ("exact-gp",)
+            if model.startswith("te-pt-tnp"):
+                assert row.model_spec()["encoder"]["num_pseudo"] == int(model.rsplit("-m", 1)[1])
+    assert replication.get_row("cnp-gp-shift-0").model_spec()["encoder"]["layers"] == 5  # App. F.1
+    for row_id, value in TE_TNP_TABLE1.items():
+        row = rows[row_id]
+        assert (row.paper_value, row.model, row.metric, row.table) == (value, "te-pt-tnp", "loglik", "Table 1")
+        assert row.model_spec()["encoder"]["num_pseudo"] == (64 if "-m64-" in row_id else 128)
+        assert row.no_baseline and not row.baselines
     for domain in BSA_GP:
         gp, sir = rows[f"bsa-tnp-gp2d-{domain}"], rows[f"bsa-tnp-sir-{domain}"]
         assert (gp.metric, gp.paper_value, sir.paper_value) == ("nll", BSA_GP[domain], BSA_SIR[domain])
@@ -296,7 +313,8 @@ def _image_sources(tmp_path):
     local = {"transpose": False, "split": [0.6, 0.2, 0.2]}
     return {"emnist": {"source": str(tmp_path / "grey.npz"), **local},
             "celeba": {"source": str(tmp_path / "rgb.npz"), **local},
-            "t-mnist": {"source": str(tmp_path / "grey.npz"), **local}}
+            "t-mnist": {"source": str(tmp_path / "grey.npz"), **local},
+            "t-cifar10": {"source": str(tmp_path / "rgb.npz"), **local}}
 
 
 def _runs():
@@ -315,19 +333,25 @@ SMOKE = {"encoder": {"layers": 1}}
 #: runs marked ``long`` although their model and task pair is new: the Taylorformer paper's
 #: electricity rows run end to end in tests/tasks/test_uci_electricity.py, and its Table 1 TNP
 #: image rows combine a model (tnp-a, in the forecasting runs) and tasks (in the Taylorformer's
-#: image runs) that run here already
-LONG_RUNS = {"taylorformer-electricity-192", "tnp-a-electricity-192", "tnp-a-emnist", "tnp-a-celeba"}
+#: image runs) that run here already; the TE-PT-TNP's GP run: its model runs on T-MNIST and
+#: T-CIFAR10, its task in the TE-TNP's run
+LONG_RUNS = {"taylorformer-electricity-192", "tnp-a-electricity-192", "tnp-a-emnist", "tnp-a-celeba",
+             "te-pt-tnp-m16-gp-te-tnp"}
 
 
 def _run_params():
     """One parameter per training run; a run with the model and task of an earlier one (other
     horizons or kernels: the same code with other numbers) or of :data:`LONG_RUNS` is marked
-    ``long``, which the tox envs deselect to keep CI in time (``pytest -m long`` runs them)."""
+    ``long``, which the tox envs deselect to keep CI in time (``pytest -m long`` runs them). A
+    run of more than three rows (one model evaluated at six shifts) evaluates its first and
+    last row; a second, ``long`` parameter (``RUN:every-row``) evaluates every row."""
     seen, params = set(), []
     for run in sorted(_runs()):
-        first = _runs()[run][0]
-        key = (first.model, first.task)
+        rows = _runs()[run]
+        key = (rows[0].model, rows[0].task)
         params.append(pytest.param(run, marks=pytest.mark.long) if key in seen or run in LONG_RUNS else run)
+        if len(rows) > 3:
+            params.append(pytest.param(f"{run}:every-row", marks=pytest.mark.long))
         seen.add(key)
     return params
 
@@ -335,8 +359,11 @@ def _run_params():
 @pytest.mark.slow
 @pytest.mark.parametrize("run", _run_params())
 def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path, ettm2_csv, uci_electricity_txt):
+    run, every_row = run.split(":")[0], run.endswith(":every-row")
     rows = _runs()[run]
-    local = _image_sources(tmp_path).get(rows[0].task) if rows[0].task in ("emnist", "celeba", "t-mnist") else None
+    rows = rows if every_row or len(rows) <= 3 else [rows[0], rows[-1]]
+    images = ("emnist", "celeba", "t-mnist", "t-cifar10")
+    local = _image_sources(tmp_path).get(rows[0].task) if rows[0].task in images else None
     if rows[0].task == "ettm2":  # ETTm2 is not offline: a fixture in its format
         local = {"path": ettm2_csv(rows=8_000)}  # every horizon: the 11% validation rows hold a window
     if rows[0].task == "uci-electricity":  # nor is the UCI file: 320 days in its format (every horizon)
@@ -382,6 +409,38 @@ def test_recorded_values_match_the_evaluation_module(row_ids, tmp_path):
         np.testing.assert_allclose(record["value"], expected[row.metric], rtol=1e-5)
         if row.metric != "mse" and record["stderr_method"] == "iid":  # forecasting: batch means
             np.testing.assert_allclose(record["stderr"], reference["loglik"]["stderr"], rtol=1e-5)
+
+
+def test_t_cifar10_protocol_on_a_synthetic_fixture(tmp_path):
+    """TE-TNP App. F.2 T-CIFAR10 on 10 synthetic 32x32 RGB images in the loader's .npz format
+    (CIFAR-10 cannot be downloaded here): every canvas is 64x64 with the image at a shift in
+    [-16, 16] on black, context and targets are all its pixels, each once, Nc <= N/3. The
+    row's run goes end to end on a fixture of the same format in
+    ``test_every_row_replicates_end_to_end_at_5_steps`` (``te-pt-tnp-m64-t-cifar10``)."""
+    rng = np.random.default_rng(0)
+    images = rng.integers(1, 256, (10, 32, 32, 3), dtype=np.uint8)  # no black pixel: the image is findable
+    np.savez(tmp_path / "cifar.npz", images=images)
+    local = {"source": str(tmp_path / "cifar.npz"), "split": [0.6, 0.2, 0.2]}
+    for row_id in ("te-pt-tnp-t-cifar10", "te-pt-tnp-m64-t-cifar10"):
+        name, config = replication.get_row(row_id).eval_task()
+        assert (name, config) == ("t-cifar10", {})
+    task = make_task(name, {**config, **local})
+    batch = {k: v.numpy() for k, v in next(iter(task.dataset("test", batch_size=2, num_batches=1))).items()}
+    for k, image in enumerate(images[8:10]):  # the test split: the last 2 images, in order
+        canvas = np.full((64, 64, 3), np.nan)
+        for side in ("c", "t"):
+            n = int(batch["mask_" + side][k].sum())
+            rows_cols = np.rint((batch["x" + side][k, :n] + 1) * 63 / 2).astype(int)
+            canvas[rows_cols[:, 0], rows_cols[:, 1]] = batch["y" + side][k, :n]
+        assert not np.isnan(canvas).any()  # context + targets = every pixel, each once
+        assert int(batch["mask_c"][k].sum()) <= 64 * 64 // 3
+        assert int(batch["mask_c"][k].sum() + batch["mask_t"][k].sum()) == 64 * 64
+        top, left = np.argwhere(canvas[..., 0] > -0.5).min(0)  # the image's corner
+        assert 0 <= top <= 32 and 0 <= left <= 32  # shift in [-16, 16] on the 16-pixel margin
+        np.testing.assert_allclose(canvas[top:top + 32, left:left + 32], image / 255 - 0.5, atol=1e-6)
+        outside = np.ones((64, 64), bool)
+        outside[top:top + 32, left:left + 32] = False
+        assert (canvas[outside] == -0.5).all()  # black padding
 
 
 def test_a_second_call_resumes_and_extends_the_run(tmp_path):

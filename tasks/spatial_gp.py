@@ -12,14 +12,26 @@ largest Nc/Nt the config allows, with ``mask_c``/``mask_t``; padded entries are 
     ``"multires"`` half the context from a fine inner region U([-0.5, 0.5]^2), half from
     a coarse outer one U([-1.5, 1.5]^2) (paper Table 2), the targets from the inner
     region (``multires_targets="inner"``, the "target zone") or from the outer box
-    (``"all"``). The same domain is used by every split: evaluate a model trained on
-    ``domain="train"`` with a task built with ``domain="shifted"`` etc.
+    (``"all"``); ``"pool"`` is the authors' code (MLGlobalHealth/dl4bi,
+    ``benchmarks/meta_learning/multiscale_2d_gp.py`` lines 89-105 and
+    ``dl4bi/meta_learning/data/utils.py`` ``batch_BLD``): a pool of ``max_context +
+    max_target`` locations, half inner and half outer, in random order; the context is
+    the first ``Nc`` of its first ``max_context`` and the targets the next ``max_target``,
+    so context and targets both come half (in expectation) from each region. The same
+    domain is used by every split: evaluate a model trained on ``domain="train"`` with a
+    task built with ``domain="shifted"`` etc.
 ``generic-spatial`` (:class:`GenericSpatialTask`; paper App. B, "Generic Spatial")
     x = 10 fixed effects X ~ N(0, 1) (``dim_x = 10``), space group ``sc``/``st`` = s ~
     U([-2, 2]^2), y = X gamma + f(s) + noise: l ~ Beta(3, 7), f ~ GP(0, EQ(l)),
     gamma ~ N(0, 1)^10, sigma^2 ~ HalfNormal(1) (the paper leaves these scales open;
-    ours are config keys). Nc ~ U{13..64}, Nt = 64. ``gt_loglik``: exact predictive
-    given the true l, gamma, sigma (an oracle; the paper's reference is NUTS).
+    ours are config keys). ``noise_std_scale``: draw the noise's standard deviation
+    instead, sigma ~ HalfNormal(noise_std_scale) (the authors' code: 0.1, MLGlobalHealth/
+    dl4bi ``benchmarks/meta_learning/generic_spatial.py`` line 170). Nc ~ U{13..64}, Nt =
+    64. ``gt_loglik``: exact predictive given the true l, gamma, sigma (an oracle; the
+    paper's reference is NUTS). ``groups_in_x=True`` puts the space inputs into x
+    (``x = [fixed effects, s]``, ``dim_x = num_fixed + 2``, no ``sc``/``st``): for models
+    that take every input in x, as the authors' TNP-D and TE-TNP do (``safe_stack(x, s,
+    t)``, ``dl4bi/meta_learning/tnp_d.py`` line 79, ``te_tnp.py`` line 56).
 """
 import math
 
@@ -49,7 +61,7 @@ class GP2DTask(GPTask):
                  num_target=1024, multires_targets="inner", kernel="eq"):
         self.domain = check_choice("gp-2d-bsa", "domain", domain, GP2D_DOMAINS)
         self.multires_targets = check_choice("gp-2d-bsa", "multires_targets", multires_targets,
-                                        ("inner", "all"))
+                                             ("inner", "all", "pool"))
         lengthscale = {"beta": [3.0, 7.0]} if lengthscale is None else lengthscale
         self._base = {"lengthscale": lengthscale, "noise": noise,
                       "num_context": list(count_range("num_context", num_context, 0, owner="gp-2d-bsa task")),
@@ -66,6 +78,13 @@ class GP2DTask(GPTask):
 
     def locations(self, rng, nc, nt, split):
         """float32 ``xc [nc, 2]``, ``xt [nt, 2]`` of one task (the domain, not the split, decides)."""
+        if self.domain == "multires" and self.multires_targets == "pool":
+            size = self.max_context + self.max_target
+            pool = np.concatenate([rng.uniform(*MULTIRES_INNER, (size // 2, 2)),
+                                   rng.uniform(*DOMAIN_BOXES["multires"], (size - size // 2, 2))])
+            pool = pool[rng.permutation(size)]
+            return (pool[:nc].astype(np.float32),
+                    pool[self.max_context:self.max_context + nt].astype(np.float32))
         if self.domain == "multires":
             n_inner = nc // 2
             inner = rng.uniform(*MULTIRES_INNER, (n_inner, 2))
@@ -87,9 +106,16 @@ class GenericSpatialTask(Task):
     dim_y = 1
 
     def __init__(self, *, num_fixed=10, num_context=(13, 64), num_target=64,
-                 lengthscale=(3.0, 7.0), coef_std=1.0, noise_var_scale=1.0, space_range=(-2.0, 2.0)):
+                 lengthscale=(3.0, 7.0), coef_std=1.0, noise_var_scale=1.0, space_range=(-2.0, 2.0),
+                 noise_std_scale=None, groups_in_x=False):
         owner = "generic-spatial task"
-        self.dim_x = self.num_fixed = check_int(owner, "num_fixed", num_fixed, 1, MAX_DIM)
+        self.num_fixed = check_int(owner, "num_fixed", num_fixed, 1, MAX_DIM - 2)
+        if not isinstance(groups_in_x, bool):
+            raise TaskError(f"{owner} 'groups_in_x' must be true or false, got {groups_in_x!r}")
+        self.groups_in_x = groups_in_x
+        self.dim_x = self.num_fixed + 2 * groups_in_x
+        self.noise_std_scale = None if noise_std_scale is None else check_number(
+            owner, "noise_std_scale", noise_std_scale, 0.0, MAX_NOISE)
         self.num_context = count_range("num_context", num_context, 0, owner=owner)
         self.num_target = count_range("num_target", num_target, 1, owner=owner)
         self.lengthscale = real_pair("lengthscale", lengthscale, *BETA_RANGE, owner, ordered=False)  # Beta(a, b)
@@ -105,6 +131,8 @@ class GenericSpatialTask(Task):
         """``(lengthscale, coef [num_fixed], sigma)`` of one task."""
         ell = float(rng.beta(*self.lengthscale))
         coef = rng.normal(0.0, self.coef_std, self.num_fixed)
+        if self.noise_std_scale is not None:  # sigma ~ HalfNormal(scale)
+            return ell, coef, abs(rng.normal(0.0, self.noise_std_scale))
         sigma = math.sqrt(abs(rng.normal(0.0, self.noise_var_scale)))  # sigma^2 ~ HalfNormal(scale)
         return ell, coef, sigma
 
@@ -130,11 +158,16 @@ class GenericSpatialTask(Task):
             out["xt"][i, :nt], out["st"][i, :nt], out["yt"][i, :nt, 0] = x[nc:], s[nc:], y[nc:]
             out["mask_c"][i, :nc], out["mask_t"][i, :nt] = 1.0, 1.0
             out["gt_loglik"][i], out["gt_loglik_joint"][i] = marginal, joint
+        if self.groups_in_x:  # x = [fixed effects, s]
+            for key, space in (("xc", "sc"), ("xt", "st")):
+                out[key] = np.concatenate([out[key], out.pop(space)], -1)
         return out
 
     def extra_signature(self):
         import tensorflow as tf
 
+        if self.groups_in_x:
+            return ceiling_signature()
         return {"sc": tf.TensorSpec([None, None, 2], tf.float32),
                 "st": tf.TensorSpec([None, None, 2], tf.float32),
                 **ceiling_signature()}
@@ -147,7 +180,8 @@ class GenericSpatialTask(Task):
         return {"num_fixed": self.num_fixed, "num_context": list(self.num_context),
                 "num_target": list(self.num_target), "lengthscale": list(self.lengthscale),
                 "coef_std": self.coef_std, "noise_var_scale": self.noise_var_scale,
-                "space_range": list(self.space_range)}
+                "space_range": list(self.space_range), "noise_std_scale": self.noise_std_scale,
+                "groups_in_x": self.groups_in_x}
 
 
 @hookimpl

@@ -46,6 +46,11 @@
     (batch ``i`` depends only on ``(seed, i)``); val/test windows start at every
     ``eval_stride``-th row of the split, in order.
 
+    ``groups_in_x=True`` appends space and time to x (``x = [fixed effects, s, t]``, no
+    ``sc``/``st``/``tc``/``tt``): for models that take every input in x, as the BSA-TNP
+    authors' TNP-D and TE-TNP do (``safe_stack(x, s, t)``, MLGlobalHealth/dl4bi
+    ``dl4bi/meta_learning/tnp_d.py`` line 79, ``te_tnp.py`` line 56).
+
     Batch: ``xc [B, C, Dx]``, ``yc [B, C, Dy]``, ``xt [B, H, Dx]``, ``yt [B, H, Dy]``,
     ``sc``/``st`` ``[B, C|H, 2|3]``, ``tc``/``tt`` ``[B, C|H, 1]``, masks (all ones; ``yc``/
     ``yt`` are NaN where a target value is missing, which the model masks) and
@@ -180,7 +185,7 @@ class StationsTask(Task):
                  categorical_columns=(), calendar=(), coordinates=None, station_column="station",
                  time_columns=("year", "month", "day", "hour"), space="scaled", scaling="minmax",
                  split=(0.8, 0.1, 0.1), num_context=624, num_target=84, eval_stride=12,
-                 missing="mask"):
+                 missing="mask", groups_in_x=False):
         if path is None and dataset is None:
             raise TaskError(f"{OWNER} needs path= (station CSV files or a folder of them) or dataset= "
                             f"(a named dataset: {', '.join(sorted(datasets.DATASETS))})")
@@ -215,6 +220,9 @@ class StationsTask(Task):
         self.num_target = check_int(OWNER, "num_target", num_target, 1, MAX_COUNT)
         self.eval_stride = check_int(OWNER, "eval_stride", eval_stride, 1, MAX_COUNT)
         self.missing = check_choice(OWNER, "missing", missing, MISSING_POLICIES)
+        if not isinstance(groups_in_x, bool):
+            raise TaskError(f"{OWNER} 'groups_in_x' must be true or false, got {groups_in_x!r}")
+        self.groups_in_x = groups_in_x
         self.max_context, self.max_target = self.num_context, self.num_target
         self.files = station_files(path) if path is not None else self._dataset_files(dataset)
         self.path = None if path is None else (
@@ -403,6 +411,8 @@ class StationsTask(Task):
         self.y = self._scale(targets, (self.y_offset, self.y_scale)).astype(np.float32)
         self.table = df[["file", "file_row", self.station_column, "_time"]].rename(
             columns={self.station_column: "station", "_time": "time"})
+        if self.groups_in_x:
+            self.x = np.concatenate([self.x, self.s, self.t], 1)
         self.dim_x, self.dim_y = self.x.shape[1], self.y.shape[1]
         observed = ~np.isnan(targets)  # a missing target stays NaN
         for names, values, known in ((self.input_names, self.x, True), (self.target_columns, self.y, observed)):
@@ -513,10 +523,11 @@ class StationsTask(Task):
         the scaled fixed effects as built, the targets' and inputs' column names, the
         coordinates (space, time), source and split sizes (rows)."""
         onehot = [f"{col}={cat}" for col in self.categorical_columns for cat in self.categories.get(col, [])]
-        names = list(self.input_names) + onehot
+        groups = ([f"space_{j}" for j in range(self.s.shape[1])] + ["time"]) if self.groups_in_x else []
+        names = list(self.input_names) + onehot + groups
         return {"x_names": names if len(names) == self.dim_x else None,
                 "x_is": f"calendar and covariate inputs scaled ({self.scaling}) with the training rows' "
-                        "statistics, then one-hot categories",
+                        "statistics, then one-hot categories" + (", then space and time" if self.groups_in_x else ""),
                 "y_names": list(self.target_columns),
                 "coordinates": {"station": self.station_column, "space": ["latitude", "longitude"],
                                 "space_inputs": self.space, "time": "hours since the first timestamp",
@@ -524,6 +535,17 @@ class StationsTask(Task):
                 "source": self.path or f"dataset {self.dataset_name!r}",
                 "split_sizes": {s: hi - lo for s, (lo, hi) in self.split_bounds.items()},
                 "split_unit": "rows"}
+
+    @property
+    def context_length(self):
+        """Rows of a window's context (``num_context``; the name forecasting tasks use, which
+        :func:`taylorformer.workflow.baselines.overlap_block` reads)."""
+        return self.num_context
+
+    @property
+    def horizon(self):
+        """Rows of a window's targets (``num_target``)."""
+        return self.num_target
 
     def window_starts(self, split):
         """``[n]`` int64 evaluation window starts of ``split`` (every ``eval_stride``-th row)."""
@@ -541,12 +563,14 @@ class StationsTask(Task):
                 "station_column": self.station_column, "time_columns": self.time_columns,
                 "space": self.space, "scaling": self.scaling, "split": list(self.split),
                 "num_context": self.num_context, "num_target": self.num_target,
-                "eval_stride": self.eval_stride, "missing": self.missing}
+                "eval_stride": self.eval_stride, "missing": self.missing, "groups_in_x": self.groups_in_x}
 
     def extra_signature(self):
         import tensorflow as tf
 
         ds = self.s.shape[1]
+        if self.groups_in_x:
+            return {"window_start": tf.TensorSpec([None], tf.int64)}
         return {"sc": tf.TensorSpec([None, None, ds], tf.float32), "st": tf.TensorSpec([None, None, ds], tf.float32),
                 "tc": tf.TensorSpec([None, None, 1], tf.float32), "tt": tf.TensorSpec([None, None, 1], tf.float32),
                 "window_start": tf.TensorSpec([None], tf.int64)}
@@ -612,9 +636,11 @@ class StationsTask(Task):
         def make_batch(first):
             b = tf.shape(first)[0]
             v = {k: tf.gather(col, first[:, None] + offsets[None]) for k, col in columns.items()}
-            return {"xc": v["x"][:, :c], "yc": v["y"][:, :c], "xt": v["x"][:, c:], "yt": v["y"][:, c:],
-                    "sc": v["s"][:, :c], "st": v["s"][:, c:], "tc": v["t"][:, :c], "tt": v["t"][:, c:],
-                    "mask_c": tf.ones([b, c]), "mask_t": tf.ones([b, h]), "window_start": first}
+            out = {"xc": v["x"][:, :c], "yc": v["y"][:, :c], "xt": v["x"][:, c:], "yt": v["y"][:, c:],
+                   "mask_c": tf.ones([b, c]), "mask_t": tf.ones([b, h]), "window_start": first}
+            if not self.groups_in_x:
+                out.update(sc=v["s"][:, :c], st=v["s"][:, c:], tc=v["t"][:, :c], tt=v["t"][:, c:])
+            return out
 
         ds = window_starts_dataset(split, batch_size, seed, start, num_batches, lo, len(starts), starts)
         return ds.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

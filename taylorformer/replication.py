@@ -695,11 +695,17 @@ def baseline_values(row, name, eval_tasks=None, task_config=None):
 
         joint = resolve_spec(row.model_spec()).get("kind") == "autoregressive"  # scored teacher-forced, jointly
         values = baselines.exact_gp_values(task, row.evaluation.split, row.evaluation.batch_size, num_tasks, joint)
+    elif kind == "context-gaussian":
+        if row.metric not in ("nll", "loglik"):
+            raise SpecError(f"row {row.id!r}: context-gaussian scores nll or loglik, not {row.metric!r}")
+        values = baselines.context_gaussian_values(task, row.evaluation.split, row.evaluation.batch_size,
+                                                   num_tasks)
+        values = -np.asarray(values) if row.metric == "loglik" else values
     else:
         values = baselines.context_frequency_values(task, row.evaluation.split, row.evaluation.batch_size,
                                                     num_tasks)
     values = np.asarray(values, np.float64)
-    return (-values if row.metric == "nll" and kind == "exact-gp" else values), 1
+    return (-values if row.metric == "nll" and kind == "exact-gp" else values), baselines.overlap_block(task)
 
 
 def score_baselines(row_id, results=DEFAULT_BASELINES, eval_tasks=None, task_config=None, verbose=1):

@@ -20,6 +20,10 @@ so the row's value and its baseline are summarised the same way (:func:`summaris
   tasks. The standard deviation is floored (a context of one colour, e.g. a few black
   pixels, has none); the floor is the one of :data:`CONTEXT_MEAN_FLOORS` that scores best on
   the first tasks of the *validation* split (:func:`fit_context_mean_floor`), never the test.
+* ``context-gaussian`` (any task with Gaussian outputs, e.g. real data without a GP
+  behind it): every target value of a task predicted by one Gaussian per output, the
+  mean and standard deviation of that output's observed context values
+  (:func:`context_gaussian_values`).
 
 Error bars (:func:`summarise`): tasks drawn independently get the standard error of the
 mean (``iid``); forecasting windows taken at a stride below their length overlap, so
@@ -43,6 +47,8 @@ BASELINES = {
     "context-frequency": "each target's state from its context's state frequencies (add-one smoothing)",
     "context-mean": "a Gaussian per task and channel with the context values' mean and standard deviation "
                     "(floored)",
+    "context-gaussian": "per task and output, a Gaussian with the mean and standard deviation of the "
+                        "context's observed values",
 }
 #: candidate least standard deviations of the ``context-mean`` Gaussian, in the task's output units
 CONTEXT_MEAN_FLOORS = (0.003, 0.01, 0.03, 0.1, 0.3)
@@ -218,3 +224,28 @@ def fit_context_mean_floor(task, metric, score, num_tasks=CONTEXT_MEAN_FIT_TASKS
     sign = -1.0 if metric in ("nll", "mse") else 1.0
     means = [sign * float(np.mean(score(ContextMean(f), task, metric, "val", num_tasks))) for f in floors]
     return floors[int(np.argmax(means))]
+def context_gaussian_values(task, split, batch_size, num_tasks, min_std=1e-3):
+    """Per-task Gaussian NLL per target point (``[n]``) of predicting every target value of
+    output ``d`` by ``N(m_d, s_d^2)``, the mean and standard deviation (ddof 0, at least
+    ``min_std``, the presets' least predictive scale) of output ``d``'s observed context
+    values; per target point the NLL is summed over its observed outputs and averaged over
+    the points with one (as :func:`taylorformer.models.inference.loglik` scores a model).
+    A NaN value is not observed; an output with no observed context value gets ``m = 0,
+    s = 1``."""
+    values = []
+    for batch in task_batches(task, split, batch_size, num_tasks):
+        yc, yt = np.asarray(batch["yc"], np.float64), np.asarray(batch["yt"], np.float64)   # [B, N, Dy]
+        mc = (np.asarray(batch["mask_c"]) > 0.5)[..., None] & ~np.isnan(yc)
+        mt = (np.asarray(batch["mask_t"]) > 0.5)[..., None] & ~np.isnan(yt)
+        count = mc.sum(1)                                                                   # [B, Dy]
+        mean = np.where(mc, yc, 0.0).sum(1) / np.maximum(count, 1)
+        var = np.where(mc, (np.nan_to_num(yc) - mean[:, None]) ** 2, 0.0).sum(1) / np.maximum(count, 1)
+        std = np.where(count > 0, np.maximum(np.sqrt(var), min_std), 1.0)
+        mean = np.where(count > 0, mean, 0.0)
+        z = (np.nan_to_num(yt) - mean[:, None]) / std[:, None]
+        nll = 0.5 * (_LOG_2PI + z ** 2) + np.log(std)[:, None]                              # [B, Nt, Dy]
+        per_point = np.where(mt, nll, 0.0).sum(-1)                                          # [B, Nt]
+        seen = mt.any(-1)
+        values.append(per_point.sum(1) / np.maximum(seen.sum(1), 1))
+    values = np.concatenate(values)
+    return values if num_tasks is None else values[:num_tasks]

@@ -159,6 +159,41 @@ def test_context_frequency_matches_a_loop_over_tasks():
         assert values[i] == pytest.approx(-np.mean(np.log(prob[yt])), rel=1e-10)
 
 
+def test_context_gaussian_matches_a_loop_over_tasks():
+    """Per task and output, N(mean, std) of the observed context values (ddof 0); per target
+    point the NLL summed over its observed outputs, averaged over points with one. Two outputs,
+    padding, a missing context value, a missing target value and a target point with none."""
+    rng = np.random.default_rng(0)
+    yc, yt = rng.normal(2.0, 3.0, (3, 9, 2)), rng.normal(2.0, 3.0, (3, 5, 2))
+    mask_c, mask_t = np.ones((3, 9)), np.ones((3, 5))
+    mask_c[1, 6:], mask_t[2, 3:] = 0.0, 0.0
+    yc[0, 2, 1], yt[0, 1, 0], yt[1, 4] = np.nan, np.nan, np.nan
+    batch = {"xc": np.zeros((3, 9, 1)), "xt": np.zeros((3, 5, 1)), "yc": yc, "yt": yt,
+             "mask_c": mask_c, "mask_t": mask_t}
+
+    class Task:
+        def dataset(self, split, batch_size, num_batches):
+            return [batch]
+
+    values = baselines.context_gaussian_values(Task(), "test", 3, None)
+    for i in range(3):
+        point_nll = []
+        for j in range(int(mask_t[i].sum())):
+            terms = []
+            for d in range(2):
+                ctx = yc[i, :int(mask_c[i].sum()), d]
+                ctx = ctx[~np.isnan(ctx)]
+                if not np.isnan(yt[i, j, d]):
+                    terms.append(-norm_logpdf(yt[i, j, d], ctx.mean(), ctx.std()))
+            if terms:
+                point_nll.append(sum(terms))
+        assert values[i] == pytest.approx(np.mean(point_nll), rel=1e-12)
+
+
+def norm_logpdf(y, mean, std):
+    return -0.5 * math.log(2 * math.pi) - math.log(std) - 0.5 * ((y - mean) / std) ** 2
+
+
 def test_exact_gp_values_are_the_batches_ceilings():
     task = make_task("gp-taylorformer", {"kernel": "eq", "noise": 0.0})
     batch = next(iter(task.dataset("test", batch_size=6, num_batches=1)))

@@ -41,6 +41,12 @@ TE_TNP_TABLE1 = {"te-pt-tnp-m64-t-mnist": 1.18, "te-pt-tnp-t-mnist": 1.25, "te-p
 #: BSA-TNP Table 1 (2-D GP NLL) and Table 3 (SIR NLL): train, shifted, scaled
 BSA_GP = {"train": -0.32, "shifted": -0.32, "scaled": -0.28}
 BSA_SIR = {"train": 0.19, "shifted": 0.19, "scaled": 0.17}
+#: BSA-TNP Table 2 (multiresolution), Table 6 (Beijing), Table 8 (generic spatial): NLL by model;
+#: Table 7 (sphere): NLL by bias variant, unrotated / rotated (60, 30, 0) / rotated (60, 30, 20)
+BSA_MULTIRES = {"bsa-tnp": -0.23, "te-pt-tnp": 0.12}
+BSA_BEIJING = {"tnp-d": -1.38, "te-pt-tnp": -1.59, "bsa-tnp": -1.68}
+BSA_GENERIC = {"tnp-d": 1.64, "te-pt-tnp": 1.64, "bsa-tnp": 1.54}
+BSA_SPHERE = {"rbf": (-0.01, 0.05, 0.08), "geodesic": (-0.01, -0.01, -0.01), "embed": (-0.01, 6.56, 13.34)}
 
 
 def test_every_issue_row_is_registered_with_the_papers_value():
@@ -76,6 +82,74 @@ def test_every_issue_row_is_registered_with_the_papers_value():
     for row in rows.values():
         assert row.notes and row.small.steps < row.training.steps
         assert registry.entry("experiment", row.id).description == row.summary
+
+
+def test_bsa_tnp_tables_2_6_7_8_are_registered_with_the_papers_values():
+    rows = {r.id: r for r in replication.rows()}
+    for model, value in BSA_MULTIRES.items():
+        row = rows[f"{model}-gp2d-multires"]
+        assert (row.table, row.metric, row.paper_value, row.baselines) == ("Table 2", "nll", value, ("exact-gp",))
+        task = make_task(*row.eval_task())
+        assert (task.domain, task.multires_targets, tuple(task.num_context), tuple(task.num_target)) == (
+            "multires", "pool", (64, 127), (128, 128))
+        assert (row.training.steps, row.training.batch_size, row.evaluation.num_tasks) == (100_000, 32, 160_000)
+    for model, value in BSA_BEIJING.items():
+        row = rows[f"{model}-beijing-air"]
+        assert (row.table, row.model, row.paper_value, row.task) == ("Table 6", model, value, "beijing-air")
+        assert row.paper_scale == 0.5 and row.paper_comparable[0] == pytest.approx(2 * value)  # 2 outputs
+        assert row.task_config.get("groups_in_x", False) == (model != "bsa-tnp")
+        t = row.training
+        assert (t.steps, t.batch_size, t.learning_rate, t.min_learning_rate, t.val_every, t.val_batches) == (
+            10_000, 32, 1e-3, 1e-5, 500, 500)
+        assert row.baselines == ("context-gaussian",)
+    for model, value in BSA_GENERIC.items():
+        row = rows[f"{model}-generic-spatial"]
+        assert (row.table, row.model, row.paper_value, row.baselines) == ("Table 8", model, value, ("exact-gp",))
+        assert row.task_config["noise_std_scale"] == 0.1 and row.model_spec()["likelihood"]["min_scale"] == 0.05
+    for variant, values in BSA_SPHERE.items():
+        for rotation, angles, value in zip(("none", "rot-60-30-0", "rot-60-30-20"),
+                                           (None, [-60.0, 30.0, 0.0], [-60.0, 30.0, 20.0]), values):
+            row = rows[f"bsa-tnp-sphere-{variant}-{rotation}"]
+            assert (row.table, row.paper_value, row.run_name) == ("Table 7", value, f"bsa-tnp-sphere-{variant}")
+            assert row.task_config == {} and row.eval_task()[1].get("rotation") == angles
+    new = [r for r in rows.values() if r.table in ("Table 2", "Table 6", "Table 7", "Table 8")
+           and r.paper.startswith("BSA-TNP")]
+    assert len(new) == 17 and all(r.metric == "nll" for r in new)
+    # TNP-D at the BSA-TNP paper's size (App. A: about 477K parameters)
+    from taylorformer.models import build_model
+
+    spec = rows["tnp-d-generic-spatial"].model_spec()
+    assert 440_000 < build_model(spec, dim_x=12, dim_y=1).count_params() < 500_000
+    # the sphere variants build and score a small sphere batch (one layer)
+    from taylorformer.models.inference import loglik
+    from taylorformer.spec import deep_merge
+
+    task = make_task("sphere-gp", {"num_context": [8, 16], "num_target": 8})
+    batch = next(iter(task.dataset("test", batch_size=2, num_batches=1)))
+    for variant in BSA_SPHERE:
+        spec = deep_merge(rows[f"bsa-tnp-sphere-{variant}-none"].model_spec(), SMOKE)
+        assert np.isfinite(loglik(build_model(spec, dim_x=2, dim_y=1), batch).numpy()).all()
+
+
+def test_beijing_rows_run_on_uci_format_files_with_a_block_error_bar(station_configs, tmp_path):
+    """The UCI archive is not downloadable here: a row runs end to end on synthetic files in
+    its format (TNP-D with every input in x), and its baseline scores the same windows; both
+    error bars are batch means over blocks of overlapping windows."""
+    local = station_configs["beijing-air"]
+    record = replication.replicate("tnp-d-beijing-air", budget=1, out=str(tmp_path / "run"), results=None,
+                                   eval_tasks=None, task_config=local, verbose=0, batch_size=2,
+                                   model_overrides=SMOKE, jit_compile=False)
+    task = make_task("beijing-air", {"groups_in_x": True, **local})
+    windows = len(task.window_starts("test"))
+    assert record["num_tasks"] == windows and math.isfinite(record["value"])
+    assert record["stderr_method"] == "batch means, blocks of 8 consecutive windows"  # (18 + 6) / 3
+    (line,) = replication.score_baselines("bsa-tnp-beijing-air", results=str(tmp_path / "b.csv"),
+                                          task_config=local, verbose=0)
+    from taylorformer.workflow.baselines import context_gaussian_values
+
+    direct = context_gaussian_values(make_task("beijing-air", local), "test", 32, None)
+    assert line["value"] == pytest.approx(direct.mean()) and line["num_tasks"] == windows
+    assert line["baseline"] == "context-gaussian" and line["stderr_method"].startswith("batch means")
 
 
 def _batch(row, split="test", batch_size=64, **config):
@@ -342,23 +416,36 @@ LONG_RUNS = {"taylorformer-electricity-192", "tnp-a-electricity-192", "tnp-a-emn
 def _run_params():
     """One parameter per training run; a run with the model and task of an earlier one (other
     horizons or kernels: the same code with other numbers) or of :data:`LONG_RUNS` is marked
-    ``long``, which the tox envs deselect to keep CI in time (``pytest -m long`` runs them). A
-    run of more than three rows (one model evaluated at six shifts) evaluates its first and
-    last row; a second, ``long`` parameter (``RUN:every-row``) evaluates every row."""
-    seen, params = set(), []
+    ``long``, which the tox envs deselect to keep CI in time (``pytest -m long`` runs them). So
+    is a BSA-TNP paper run of a task an earlier one ran (Tables 2, 6, 7 and 8 add many
+    model-task pairs; the Beijing runs of TNP-D and PT-TE-TNP take every input in x, a path
+    test_beijing_rows_run_on_uci_format_files_with_a_block_error_bar covers) and the sphere
+    runs (1-2 min each here; their variants are built and scored in
+    test_bsa_tnp_tables_2_6_7_8_are_registered_with_the_papers_values). A run of more than
+    three rows (one model evaluated at six shifts) evaluates its first and last row; a
+    second, ``long`` parameter (``RUN:every-row``) evaluates every row."""
+    seen, tasks, params = set(), set(), []
     for run in sorted(_runs()):
         rows = _runs()[run]
-        key = (rows[0].model, rows[0].task)
-        params.append(pytest.param(run, marks=pytest.mark.long) if key in seen or run in LONG_RUNS else run)
+        first = rows[0]
+        key = (first.model, first.task)
+        bsa = first.paper.startswith("BSA-TNP") and (first.task in tasks or first.task == "sphere-gp")
+        long_run = key in seen or run in LONG_RUNS or bsa
+        params.append(pytest.param(run, marks=pytest.mark.long) if long_run else run)
         if len(rows) > 3:
             params.append(pytest.param(f"{run}:every-row", marks=pytest.mark.long))
         seen.add(key)
+        tasks.add(first.task)
     return params
+
+
+#: smaller tasks for the smoke test where a row's full-size batch would take minutes on CI
+SMOKE_TASKS = {"sphere-gp": {"num_context": [16, 32], "num_target": 64}}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("run", _run_params())
-def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path, ettm2_csv, uci_electricity_txt):
+def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path, ettm2_csv, uci_electricity_txt, station_configs):
     run, every_row = run.split(":")[0], run.endswith(":every-row")
     rows = _runs()[run]
     rows = rows if every_row or len(rows) <= 3 else [rows[0], rows[-1]]
@@ -368,6 +455,9 @@ def test_every_row_replicates_end_to_end_at_5_steps(run, tmp_path, ettm2_csv, uc
         local = {"path": ettm2_csv(rows=8_000)}  # every horizon: the 11% validation rows hold a window
     if rows[0].task == "uci-electricity":  # nor is the UCI file: 320 days in its format (every horizon)
         local = {"path": uci_electricity_txt(days=320)[0], "start": "2014-01-01", "end": "2014-11-17"}
+    if rows[0].task == "beijing-air":  # nor the UCI archive: synthetic files in its format
+        local = station_configs["beijing-air"]
+    local = SMOKE_TASKS.get(rows[0].task, local)
     out, results = str(tmp_path / "run"), str(tmp_path / "results.csv")
     for row in rows:  # the first row trains, the others of its run only evaluate
         record = replication.replicate(row.id, budget=5, out=out, results=results, eval_tasks=2,

@@ -89,6 +89,34 @@ def test_gp2d_dataset_and_config_roundtrip():
     assert set(batch) >= {"xc", "yc", "xt", "yt", "mask_c", "mask_t", "gt_loglik"}
 
 
+def test_gp2d_multires_pool_follows_the_authors_split():
+    """multires_targets='pool' (MLGlobalHealth/dl4bi multiscale_2d_gp.py, batch_BLD): a pool of
+    max_context + max_target locations, half in [-0.5, 0.5]^2 and half in [-1.5, 1.5]^2, in
+    random order; the context is the first Nc of its first max_context, the targets the next
+    max_target. Checked against the same draws made by hand, and by the inner share."""
+    task = GP2DTask(domain="multires", multires_targets="pool", num_context=[64, 127], num_target=128)
+    assert (task.max_context, task.max_target) == (127, 128)
+    rng, again = np.random.default_rng(5), np.random.default_rng(5)
+    xc, xt = task.locations(rng, 100, 128, "test")
+    pool = np.concatenate([again.uniform(-0.5, 0.5, (127, 2)), again.uniform(-1.5, 1.5, (128, 2))])
+    pool = pool[again.permutation(255)].astype(np.float32)
+    np.testing.assert_array_equal(xc, pool[:100])
+    np.testing.assert_array_equal(xt, pool[127:])
+    inner_share = []
+    for seed in range(40):
+        xc, xt = task.locations(np.random.default_rng(seed), 100, 128, "train")
+        both = np.concatenate([xc, xt])
+        assert np.abs(both).max() <= 1.5 and len(np.unique(both, axis=0)) == 228  # no point in both sets
+        inner_share.append(np.all(np.abs(both) <= 0.5, axis=1).mean())
+    # half of the pool is inner, and a ninth of the outer box lies inside the inner one
+    assert abs(np.mean(inner_share) - (0.5 + 0.5 / 9)) < 0.02
+    batch = task.sample(np.random.default_rng(0), 2, "test")
+    check_masks(batch, (64, 127), (128, 128))
+    assert GP2DTask(**task.get_config()).get_config() == task.get_config()
+    with pytest.raises(Exception, match="multires_targets"):
+        GP2DTask(domain="multires", multires_targets="half")
+
+
 # ---------------------------------------------------------------------- SIR
 def test_sir_simulator_conservation_and_monotone_recoveries():
     rng = np.random.default_rng(0)
@@ -185,6 +213,28 @@ def test_generic_spatial_batches_and_ceiling():
     assert np.var(batch["yt"]) > 2.0
     ds = next(iter(task.dataset("val", batch_size=2, num_batches=1)))
     assert ds["sc"].shape[-1] == 2 and ds["st"].shape[-1] == 2
+
+
+def test_generic_spatial_noise_std_prior_and_space_in_x():
+    """noise_std_scale: sigma ~ HalfNormal(scale) (E sigma = scale sqrt(2 / pi)); groups_in_x: the
+    same batch with x = [fixed effects, s] and no sc/st."""
+    task = registry.get("task", "generic-spatial")(noise_std_scale=0.1)
+    sigmas = np.array([task.sample_parameters(np.random.default_rng(i))[2] for i in range(4000)])
+    assert abs(sigmas.mean() - 0.1 * np.sqrt(2 / np.pi)) < 0.003 and sigmas.min() >= 0
+    config = {"noise_std_scale": 0.1, "num_context": [13, 63]}
+    apart = registry.get("task", "generic-spatial")(**config)
+    joined = registry.get("task", "generic-spatial")(**config, groups_in_x=True)
+    assert (apart.dim_x, joined.dim_x) == (10, 12) and joined.get_config()["groups_in_x"] is True
+    a, b = apart.sample(np.random.default_rng(3), 2, "test"), joined.sample(np.random.default_rng(3), 2, "test")
+    assert "sc" not in b and "st" not in b
+    for x, s in (("xc", "sc"), ("xt", "st")):
+        np.testing.assert_array_equal(b[x], np.concatenate([a[x], a[s]], -1))
+    for key in ("yc", "yt", "mask_c", "mask_t", "gt_loglik"):
+        np.testing.assert_array_equal(a[key], b[key])
+    ds = next(iter(joined.dataset("val", batch_size=2, num_batches=1)))
+    assert ds["xc"].shape[-1] == 12 and "sc" not in ds
+    with pytest.raises(Exception, match="groups_in_x"):
+        registry.get("task", "generic-spatial")(groups_in_x="yes")
 
 
 # ---------------------------------------------------------------------- sphere

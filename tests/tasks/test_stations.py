@@ -395,6 +395,27 @@ def test_task_contract(station_configs, name):
     testing.check_task(name, batch_size=2, **station_configs[name])
 
 
+def test_groups_in_x_appends_space_and_time_to_x(uci_folder):
+    """groups_in_x (TNP-D and PT-TE-TNP take every input in x, as the BSA-TNP authors' code):
+    x = [fixed effects, s, t] of the same rows, no sc/st/tc/tt; the windows' sizes are the
+    context_length and horizon overlap_block reads."""
+    apart, joined = stations(uci_folder), stations(uci_folder, groups_in_x=True)
+    assert joined.dim_x == apart.dim_x + 3 and joined.get_config()["groups_in_x"] is True
+    assert (joined.context_length, joined.horizon) == (SMALL["num_context"], SMALL["num_target"])
+    a = next(iter(apart.dataset("test", batch_size=3, num_batches=1)))
+    b = next(iter(joined.dataset("test", batch_size=3, num_batches=1)))
+    assert not {"sc", "st", "tc", "tt"} & set(b)
+    for x, s, t in (("xc", "sc", "tc"), ("xt", "st", "tt")):
+        np.testing.assert_array_equal(b[x].numpy(), np.concatenate([a[x], a[s], a[t]], -1))
+    for key in ("yc", "yt", "window_start"):
+        np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())
+    names = joined.data_description()["x_names"]
+    assert names[-3:] == ["space_0", "space_1", "time"] and len(names) == joined.dim_x
+    testing.check_task("beijing-air", batch_size=2, path=str(uci_folder), groups_in_x=True, **SMALL)
+    with pytest.raises(TaskError, match="groups_in_x"):
+        stations(uci_folder, groups_in_x=1)
+
+
 def test_build_fit_evaluate_with_a_geodesic_bias(uci_folder, tmp_path):
     task = stations(uci_folder, space="latlon")
     spec = {"preset": "bsa-tnp", "encoder": {

@@ -163,7 +163,8 @@ def test_baselines_match_numpy(uci_electricity_txt, metric):
         reference = _persistence_reference(kw, 96, lag, metric)
         assert record["num_tasks"] == len(reference) == 384 - 192 + 1
         assert record["value"] == pytest.approx(reference.mean(), rel=1e-5)
-        assert record["stderr_method"] == "batch means, blocks of 192 consecutive windows"
+        # 193 windows hold fewer than two blocks of 192, which the label says
+        assert record["stderr_method"].startswith("batch means, blocks of 192 consecutive windows")
 
 
 @pytest.mark.slow

@@ -224,6 +224,8 @@ def fit_context_mean_floor(task, metric, score, num_tasks=CONTEXT_MEAN_FIT_TASKS
     sign = -1.0 if metric in ("nll", "mse") else 1.0
     means = [sign * float(np.mean(score(ContextMean(f), task, metric, "val", num_tasks))) for f in floors]
     return floors[int(np.argmax(means))]
+
+
 def context_gaussian_values(task, split, batch_size, num_tasks, min_std=1e-3):
     """Per-task Gaussian NLL per target point (``[n]``) of predicting every target value of
     output ``d`` by ``N(m_d, s_d^2)``, the mean and standard deviation (ddof 0, at least

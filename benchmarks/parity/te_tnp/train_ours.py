@@ -17,29 +17,26 @@ Prints one JSON line per evaluation and a final JSON line (same keys as ``train_
 included), ``steady_steps_per_s`` leaves the first step out.
 """
 import argparse
+import importlib.util
 import json
-import math
 import os
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-BATCH_KEYS = ("xc", "yc", "xt", "yt", "mask_c", "mask_t", "gt_loglik", "gt_loglik_joint")
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def split_batches(data, split, limit=None):
-    n = data[f"{split}_xc"].shape[0] if limit is None else limit
-    arrays = {k: data[f"{split}_{k}"] for k in BATCH_KEYS}
-    return [{k: v[i] for k, v in arrays.items()} for i in range(n)]
-
-
-def mean_stderr(values):
-    values = np.asarray(values, np.float64)
-    return float(values.mean()), float(values.std(ddof=1) / math.sqrt(len(values)))
+def _load_tnpd_trainer():
+    """``../tnp_d/train_ours.py``: the dumped-batch training loop both comparisons run."""
+    spec = importlib.util.spec_from_file_location(
+        "tnpd_train_ours", os.path.join(HERE, os.pardir, "tnp_d", "train_ours.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def add_model_args(parser):
@@ -97,8 +94,6 @@ def main(argv=None):
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
 
-    import taylorformer
-
     data = np.load(args.data)
     meta = json.loads(str(data["meta"]))
     available = data["train_xc"].shape[0]
@@ -106,52 +101,15 @@ def main(argv=None):
     if steps > available:
         raise SystemExit(f"{args.data} holds {available} training batches; asked for {steps} steps")
     trainer = make_trainer(args, meta, steps, args.seed, tempfile.mkdtemp(prefix="tetnp-ours-"), args.xla)
-    model = trainer.model
-
-    train_batches = split_batches(data, "train", steps)
-    stream = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in train_batches])
-                                                 for k in train_batches[0]}).prefetch(tf.data.AUTOTUNE)
-    train_step = trainer.compiled_step()
-    test_batches = [{k: tf.constant(v) for k, v in b.items()} for b in split_batches(data, "test")]
-    gt = np.concatenate([b["gt_loglik"] for b in split_batches(data, "test")]).astype(np.float64)
-
-    def evaluate():
-        return mean_stderr(np.concatenate([taylorformer.loglik(model, b).numpy() for b in test_batches]))
-
-    wall = cpu = first = 0.0
-    losses, done, previous = [], 0, 0.0
-    iterator = iter(stream)
-    for step in range(1, steps + 1):
-        batch = next(iterator)
-        t0, c0 = time.perf_counter(), time.process_time()
-        running = float(train_step(batch)["loss"])  # the model's loss tracker: mean over steps so far
-        loss, previous = step * running - (step - 1) * previous, running  # this step's loss
-        dt = time.perf_counter() - t0
-        wall, cpu = wall + dt, cpu + time.process_time() - c0
-        first = first or dt
-        if not math.isfinite(loss):
-            raise SystemExit(f"non-finite loss {loss} at step {step}")
-        losses.append(loss)
-        done = step
-        if args.eval_every and step % args.eval_every == 0 and step != steps:
-            mean, err = evaluate()
-            print(json.dumps({"step": step, "test_loglik_mean": mean, "test_loglik_stderr": err,
-                              "train_loss_mean": float(np.mean(losses[-args.eval_every:])),
-                              "train_seconds": round(wall, 3)}), flush=True)
-    mean, err = evaluate()
-    print(json.dumps({
-        "impl": "taylorformer", "model": args.model, "step": done, "steps": done,
-        "train_seconds": round(wall, 3), "steps_per_s": round(done / wall, 3),
-        "test_loglik_mean": mean, "test_loglik_stderr": err, "gt_loglik_mean": float(gt.mean()),
-        "steady_steps_per_s": round((done - 1) / (wall - first), 3) if done > 1 else None,
-        "first_step_seconds": round(first, 3), "cpu_seconds": round(cpu, 3),
-        "train_loss_last50": float(np.mean(losses[-50:])),
-        "num_params": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
+    result = _load_tnpd_trainer().train_on_dumped(trainer, data, steps, args.eval_every)
+    result.update({
+        "model": args.model, "step": result["steps"],
         "sizes": {k: getattr(args, k) for k in ("width", "layers", "heads", "head_dim", "kernel_width")},
-        "likelihood": model.spec["likelihood"],
-        "seed": args.seed, "xla": bool(args.xla), "threads": args.threads, "tensorflow": tf.__version__, "keras": keras.__version__,
-        "data": os.path.basename(args.data), "task": meta["task"],
-    }), flush=True)
+        "likelihood": trainer.model.spec["likelihood"],
+        "seed": args.seed, "xla": bool(args.xla), "threads": args.threads, "tensorflow": tf.__version__,
+        "keras": keras.__version__, "data": os.path.basename(args.data), "task": meta["task"],
+    })
+    print(json.dumps(result), flush=True)
     return 0
 
 

@@ -59,50 +59,16 @@ def mean_stderr(values):
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(len(values)))
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default=os.path.join(HERE, "data", "gp-seed0-2000.npz"),
-                        help="npz from dump_data.py (default data/gp-seed0-2000.npz beside this script)")
-    parser.add_argument("--steps", type=int, default=None, help="training steps (default: all dumped batches)")
-    parser.add_argument("--eval-every", type=int, default=0, help="also evaluate every K steps (0: only at the end)")
-    parser.add_argument("--model", default="tnp-d", help="taylorformer preset or spec file (default tnp-d)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the initial weights (default: the dumped data's seed, as "
-                             "`taylorformer train --seed` uses one seed for both)")
-    parser.add_argument("--xla", action="store_true", help="jit_compile the step (taylorformer train --xla)")
-    parser.add_argument("--out", default=None, help="write a run directory (spec, config, model.keras)")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="TensorFlow intra- and inter-op threads (default 0: TensorFlow's own, = cores)")
-    args = parser.parse_args(argv)
-
-    import keras
+def train_on_dumped(trainer, data, steps, eval_every=0):
+    """Train ``trainer``'s model with its compiled step on the first ``steps`` dumped
+    training batches of ``data`` (in order, one a step), evaluating ``taylorformer.loglik``
+    on the dumped test batches every ``eval_every`` steps (a JSON line each) and at the end.
+    Returns the final JSON fields both comparisons print (timings exclude evaluations)."""
     import tensorflow as tf
 
-    if args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-
     import taylorformer
-    from taylorformer import Trainer, TrainConfig  # public names (the module moved in issue 39)
-    from taylorformer.task import make_task
 
-    data, meta = load(args.data)
-    available = data["train_xc"].shape[0]
-    steps = args.steps or available
-    if steps > available:
-        raise SystemExit(f"{args.data} holds {available} training batches; asked for {steps} steps")
-    task = make_task(meta["task"], None)  # what `taylorformer train --task gp` builds
-    if task.get_config() != meta["task_config"]:
-        raise SystemExit("the dumped task config differs from the installed task's defaults")
-    seed = meta["seed"] if args.seed is None else args.seed  # the data come from the file either way
-    # lr 5e-4 constant, wd 1e-4, clip 0.5: the settings the reference runs with (not today's
-    # library defaults of cosine 1e-3 with warm-up)
-    cfg = TrainConfig(steps=steps, batch_size=meta["batch_size"], seed=seed, jit_compile=args.xla,
-                      learning_rate=5e-4, schedule="constant", warmup_steps=0, tensorboard=False)
-    out_dir = args.out or tempfile.mkdtemp(prefix="tnpd-ours-")
-    trainer = Trainer(args.model, task, cfg, out_dir, task_name=meta["task"])
     model = trainer.model
-
     train_batches = split_batches(data, "train", steps)
     # the dumped arrays as they are (the batch keys the task streams; no generator signature,
     # which moves with the library)
@@ -132,26 +98,73 @@ def main(argv=None):
             raise SystemExit(f"non-finite loss {loss} at step {step}")
         losses.append(loss)
         done = step
-        if args.eval_every and step % args.eval_every == 0 and step != steps:
+        if eval_every and step % eval_every == 0 and step != steps:
             mean, err = evaluate()
             print(json.dumps({"step": step, "test_loglik_mean": mean, "test_loglik_stderr": err,
-                              "train_loss_mean": float(np.mean(losses[-args.eval_every:])),
+                              "train_loss_mean": float(np.mean(losses[-eval_every:])),
                               "train_seconds": round(wall, 3)}), flush=True)
     mean, err = evaluate()
-    if args.out:
-        trainer.write_run_files()
-        trainer.run_dir.save_model(model, "model.keras")
-    result = {
-        "impl": "taylorformer", "model": args.model, "steps": done,
+    return {
+        "impl": "taylorformer", "steps": done,
         "train_seconds": round(wall, 3), "steps_per_s": round(done / wall, 3),
         "test_loglik_mean": mean, "test_loglik_stderr": err, "gt_loglik_mean": float(gt.mean()),
         "steady_steps_per_s": round((done - 1) / (wall - first), 3) if done > 1 else None,
         "first_step_seconds": round(first, 3), "cpu_seconds": round(cpu, 3),
         "train_loss_last50": float(np.mean(losses[-50:])),
         "num_params": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
-        "seed": seed, "xla": bool(args.xla), "threads": args.threads, "tensorflow": tf.__version__, "keras": keras.__version__,
-        "data": os.path.basename(args.data),
     }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default=os.path.join(HERE, "data", "gp-seed0-2000.npz"),
+                        help="npz from dump_data.py (default data/gp-seed0-2000.npz beside this script)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps (default: all dumped batches)")
+    parser.add_argument("--eval-every", type=int, default=0, help="also evaluate every K steps (0: only at the end)")
+    parser.add_argument("--model", default="tnp-d", help="taylorformer preset or spec file (default tnp-d)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the initial weights (default: the dumped data's seed, as "
+                             "`taylorformer train --seed` uses one seed for both)")
+    parser.add_argument("--xla", action="store_true", help="jit_compile the step (taylorformer train --xla)")
+    parser.add_argument("--out", default=None, help="write a run directory (spec, config, model.keras)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="TensorFlow intra- and inter-op threads (default 0: TensorFlow's own, = cores)")
+    args = parser.parse_args(argv)
+
+    import keras
+    import tensorflow as tf
+
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+
+    from taylorformer import Trainer, TrainConfig  # public names (the module moved in issue 39)
+    from taylorformer.task import make_task
+
+    data, meta = load(args.data)
+    available = data["train_xc"].shape[0]
+    steps = args.steps or available
+    if steps > available:
+        raise SystemExit(f"{args.data} holds {available} training batches; asked for {steps} steps")
+    task = make_task(meta["task"], None)  # what `taylorformer train --task gp` builds
+    if task.get_config() != meta["task_config"]:
+        raise SystemExit("the dumped task config differs from the installed task's defaults")
+    seed = meta["seed"] if args.seed is None else args.seed  # the data come from the file either way
+    # lr 5e-4 constant, wd 1e-4, clip 0.5: the settings the reference runs with (not today's
+    # library defaults of cosine 1e-3 with warm-up)
+    cfg = TrainConfig(steps=steps, batch_size=meta["batch_size"], seed=seed, jit_compile=args.xla,
+                      learning_rate=5e-4, schedule="constant", warmup_steps=0, tensorboard=False)
+    out_dir = args.out or tempfile.mkdtemp(prefix="tnpd-ours-")
+    trainer = Trainer(args.model, task, cfg, out_dir, task_name=meta["task"])
+
+    result = train_on_dumped(trainer, data, steps, args.eval_every)
+    if args.out:
+        trainer.write_run_files()
+        trainer.run_dir.save_model(trainer.model, "model.keras")
+    result.update({
+        "model": args.model, "seed": seed, "xla": bool(args.xla), "threads": args.threads, "tensorflow": tf.__version__, "keras": keras.__version__,
+        "data": os.path.basename(args.data),
+    })
     if args.out:
         result["run_dir"] = out_dir
     print(json.dumps(result), flush=True)

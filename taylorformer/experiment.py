@@ -22,8 +22,7 @@ SCHEDULES = ("constant", "cosine")
 OWNER = "experiment"
 #: the baselines a row can name (taylorformer.workflow.baselines.BASELINES; kept here so that the
 #: records import no NumPy)
-BASELINE_NAMES = ("persistence", "seasonal-naive", "exact-gp", "context-frequency", "context-mean",
-                  "context-gaussian")
+BASELINE_NAMES = ("persistence", "seasonal-naive", "exact-gp", "context-frequency", "context-mean")
 #: baselines that bound the model from above rather than give a level it should beat
 CEILINGS = ("exact-gp",)
 

@@ -111,9 +111,11 @@ def budget_steps(row, budget):
 def train_options(row, steps, paper_budget):
     """:func:`taylorformer.workflow.training.train` options of ``row`` trained for ``steps``. The
     warm-up scales with ``steps``; the cosine schedule decays over ``steps``. Outside the
-    paper budget a run validates at most :data:`SMALL_VALIDATIONS` times, at least
-    :data:`MIN_VALIDATION_GAP` steps apart, on at most :data:`SMALL_VAL_BATCHES` batches (one
-    in a run shorter than :data:`MIN_VALIDATION_GAP` steps), without TensorBoard logs."""
+    paper budget a run validates every ``steps / SMALL_VALIDATIONS`` steps (at least
+    :data:`MIN_VALIDATION_GAP` apart), or every ``row.training.val_every`` steps where the
+    row's protocol validates more often (the forecasting rows: every 100), on at most
+    :data:`SMALL_VAL_BATCHES` batches (one in a run shorter than :data:`MIN_VALIDATION_GAP`
+    steps), without TensorBoard logs."""
     t = row.training
     if paper_budget:
         val_every, val_batches = t.val_every, t.val_batches
@@ -689,18 +691,12 @@ def baseline_values(row, name, eval_tasks=None, task_config=None):
                                                                                  batch_size, n))
         values, _ = _task_values(baselines.ContextMean(floor), task, row.metric, row.evaluation.split,
                                  batch_size, num_tasks)
-        return values, 1
+        return values, baselines.overlap_block(task)
     if kind == "exact-gp":
         from taylorformer.spec import resolve_spec
 
         joint = resolve_spec(row.model_spec()).get("kind") == "autoregressive"  # scored teacher-forced, jointly
         values = baselines.exact_gp_values(task, row.evaluation.split, row.evaluation.batch_size, num_tasks, joint)
-    elif kind == "context-gaussian":
-        if row.metric not in ("nll", "loglik"):
-            raise SpecError(f"row {row.id!r}: context-gaussian scores nll or loglik, not {row.metric!r}")
-        values = baselines.context_gaussian_values(task, row.evaluation.split, row.evaluation.batch_size,
-                                                   num_tasks)
-        values = -np.asarray(values) if row.metric == "loglik" else values
     else:
         values = baselines.context_frequency_values(task, row.evaluation.split, row.evaluation.batch_size,
                                                     num_tasks)

@@ -195,7 +195,7 @@ def beijing_row(model):
         small=SmallBudget(steps=1_000, eval_tasks=512,
                           why="10% of the paper's steps; not run here (the data cannot be downloaded on "
                               "this machine), so its time is not measured"),
-        baselines=("context-gaussian",),
+        baselines=("context-mean",),
         notes=(
             "Data: the UCI archive cannot be downloaded here (no network): this row is not run; its task "
             "and scorer run end to end on synthetic files in the UCI format in the tests.",

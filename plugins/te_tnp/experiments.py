@@ -108,6 +108,19 @@ for _m in (8, 16, 32):
 VARIANCE_LINK_CHANGE = {1: "predictive scale softplus(raw) + floor; the paper (App. F.1, a pre-softplus variance) "
                            "and the authors' code use sqrt(softplus(raw)) + floor, the presets' "
                            "likelihood softplus_of='variance' since issue 35"}
+#: the te-tnp preset's layer order changed (issue 35): results under protocol 2 are not compared
+UPDATE_ORDER_CHANGE = {2: "targets attended to each layer's input context (encoder update_order 'parallel'); "
+                          "App. F.1's self- then cross-attention blocks, as the authors' code runs them, attend "
+                          "to the layer's updated context ('context-first', the preset since issue 35)"}
+
+
+def protocol(preset):
+    """``protocol_version`` and ``earlier_protocols`` of a row of model ``preset``."""
+    if preset == "te-tnp":
+        return {"protocol_version": 3, "earlier_protocols": {**VARIANCE_LINK_CHANGE, **UPDATE_ORDER_CHANGE}}
+    if preset.startswith("te-"):
+        return {"protocol_version": 2, "earlier_protocols": VARIANCE_LINK_CHANGE}
+    return {}
 
 
 def gp_row(model, shift):
@@ -122,7 +135,7 @@ def gp_row(model, shift):
         training=GP_TRAINING, evaluation=Evaluation(num_tasks=80_000, batch_size=64,
                                                     task_config={"shift": shift}),
         small=small, run=f"{model}-gp-te-tnp", notes=notes + GP_NOTES, baselines=("exact-gp",),
-        **({"protocol_version": 2, "earlier_protocols": VARIANCE_LINK_CHANGE} if preset.startswith("te-") else {}))
+        **protocol(preset))
 
 
 GP_ROWS = [gp_row(model, shift) for model in GP_MODELS for shift in SHIFTS]

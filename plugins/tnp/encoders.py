@@ -5,7 +5,10 @@ import tensorflow as tf
 
 from taylorformer import components
 from taylorformer.models.layers import MLP, masked_mean
-from taylorformer.checks import check_bool, check_size, check_widths
+from taylorformer.checks import check_bool, check_choice, check_size, check_widths
+
+#: ``update_order`` of :class:`TransformerEncoder`
+UPDATE_ORDERS = ("parallel", "context-first")
 
 
 class DeepSetEncoder(keras.layers.Layer):
@@ -32,10 +35,17 @@ class DeepSetEncoder(keras.layers.Layer):
 class TransformerEncoder(keras.layers.Layer):
     """TNP-D: per layer, context self-attention and target->context cross-attention.
 
-    Pre-norm residual layers. The query rows of context and targets go through one
-    attention call against the context keys (weights shared, as in TNP-D's masked
-    transformer where every row attends to context only), so this is exactly the
-    masked Nc+Nt transformer at (Nc+Nt)*Nc instead of (Nc+Nt)^2 cost.
+    Pre-norm residual layers; one attention, its norms and its FFN per layer serve both the
+    context and the targets (weights shared). ``update_order``:
+
+    * ``"parallel"`` (TNP-D's masked transformer, where every row attends to the context
+      only): the context and target queries go through one attention call against the
+      layer's *input* context, exactly the masked Nc+Nt transformer at (Nc+Nt)*Nc instead
+      of (Nc+Nt)^2 cost;
+    * ``"context-first"`` (TE-TNP, App. F.1's "self-attention and cross-attention blocks",
+      as the authors' ``TETNPTransformerEncoder`` runs them): the context's self-attention
+      block first, then the targets attend to the layer's *updated* context.
+
     Tokens: MLP([x, y, 0]) for context and MLP([x, 0, 1]) for targets; with
     ``embed_x=False`` x is left out of the tokens and reaches the attention only as
     positions (translation-equivariant attention plugins need this).
@@ -45,9 +55,11 @@ class TransformerEncoder(keras.layers.Layer):
     component_name = "transformer"
 
     def __init__(self, dim_x, dim_y, attention="mha-xy", layers=5, width=128, num_heads=8,
-                 head_dim=16, ffn_width=None, embed_x=True, embed_widths=None, **kwargs):
+                 head_dim=16, ffn_width=None, embed_x=True, embed_widths=None, update_order="parallel",
+                 **kwargs):
         super().__init__(**kwargs)
         owner = f"{self.component_name} encoder"
+        self.update_order = check_choice(owner, "update_order", update_order, UPDATE_ORDERS)
         layers, width, num_heads, head_dim = (check_size(owner, k, v) for k, v in (
             ("layers", layers), ("width", width), ("num_heads", num_heads), ("head_dim", head_dim)))
         ffn_width = check_size(owner, "ffn_width", ffn_width, optional=True)
@@ -100,6 +112,8 @@ class TransformerEncoder(keras.layers.Layer):
         Context and targets are one sequence ``[B, Nc + Nt, D]`` throughout (norms and FFNs
         act per token): each layer slices the context's keys off it instead of joining
         queries and splitting outputs."""
+        if self.update_order == "context-first":
+            return self.run_layers_context_first(ctx, tgt, pc, pt, mask_c)
         nc = ctx.shape[1] if ctx.shape[1] is not None else tf.shape(ctx)[1]
         tokens, pos = tf.concat([ctx, tgt], 1), tf.concat([pc, pt], 1)
         for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
@@ -111,8 +125,31 @@ class TransformerEncoder(keras.layers.Layer):
             tokens = tokens + ffn(norm2(tokens))
         return self.norm_out(tokens[:, nc:])
 
+    def run_layers_context_first(self, ctx, tgt, pc, pt, mask_c):
+        """:meth:`run_layers` with ``update_order="context-first"``: in each layer the context
+        ``[B, Nc, D]`` goes through the self-attention block, then the targets ``[B, Nt, D]``
+        through the cross-attention block against that updated context (its keys normalised
+        by the same norm as the queries), with the same weights; moved locations move too."""
+        for attn, norm1, norm2, ffn in zip(self.attn, self.norm1, self.norm2, self.ffn):
+            keys = norm1(ctx)
+            out = attn(keys, keys, q_pos=pc, k_pos=pc, key_mask=mask_c)
+            new_pc = pc
+            if attn.updates_positions:
+                out, new_pc = out
+            ctx = ctx + out
+            ctx = ctx + ffn(norm2(ctx))
+            keys = norm1(ctx)
+            out = attn(norm1(tgt), keys, q_pos=pt, k_pos=new_pc, key_mask=mask_c)
+            if attn.updates_positions:
+                out, pt = out
+            tgt = tgt + out
+            tgt = tgt + ffn(norm2(tgt))
+            pc = new_pc
+        return self.norm_out(tgt)
+
     def get_config(self):
         return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,
                 "attention": self.attention_spec, "layers": self.num_layers, "width": self.width,
                 "num_heads": self.num_heads, "head_dim": self.head_dim,
-                "ffn_width": self.ffn_width, "embed_x": self.embed_x, "embed_widths": self.embed_widths}
+                "ffn_width": self.ffn_width, "embed_x": self.embed_x, "embed_widths": self.embed_widths,
+                "update_order": self.update_order}

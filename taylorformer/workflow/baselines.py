@@ -14,16 +14,13 @@ so the row's value and its baseline are summarised the same way (:func:`summaris
   joint density, and ``gt_loglik`` otherwise): a ceiling, not a baseline to beat.
 * ``context-frequency`` (SIR): each target cell's state drawn from the frequencies of the
   three states among the task's context cells, with add-one smoothing.
-* ``context-mean`` (image completion, :class:`ContextMean`): every target pixel of a task
-  predicted by a Gaussian with the mean and the standard deviation of that task's context
-  values, per channel, scored by the model's own metric function on the model's evaluation
+* ``context-mean`` (any task with Gaussian outputs and no GP behind it: images, station
+  data; :class:`ContextMean`): every target value of a task predicted by a Gaussian per
+  output (channel), with the mean and the standard deviation of that output's observed
+  context values, scored by the model's own metric function on the model's evaluation
   tasks. The standard deviation is floored (a context of one colour, e.g. a few black
   pixels, has none); the floor is the one of :data:`CONTEXT_MEAN_FLOORS` that scores best on
   the first tasks of the *validation* split (:func:`fit_context_mean_floor`), never the test.
-* ``context-gaussian`` (any task with Gaussian outputs, e.g. real data without a GP
-  behind it): every target value of a task predicted by one Gaussian per output, the
-  mean and standard deviation of that output's observed context values
-  (:func:`context_gaussian_values`).
 
 Error bars (:func:`summarise`): tasks drawn independently get the standard error of the
 mean (``iid``); forecasting windows taken at a stride below their length overlap, so
@@ -45,10 +42,8 @@ BASELINES = {
                       "squared seasonal change as its variance",
     "exact-gp": "the exact GP predictive under the task's true hyperparameters (a ceiling)",
     "context-frequency": "each target's state from its context's state frequencies (add-one smoothing)",
-    "context-mean": "a Gaussian per task and channel with the context values' mean and standard deviation "
-                    "(floored)",
-    "context-gaussian": "per task and output, a Gaussian with the mean and standard deviation of the "
-                        "context's observed values",
+    "context-mean": "a Gaussian per task and output with the observed context values' mean and standard "
+                    "deviation (floored)",
 }
 #: candidate least standard deviations of the ``context-mean`` Gaussian, in the task's output units
 CONTEXT_MEAN_FLOORS = (0.003, 0.01, 0.03, 0.1, 0.3)
@@ -184,11 +179,13 @@ def context_frequency_values(task, split, batch_size, num_tasks, classes=3, smoo
 # ----------------------------------------------------------------------------- images
 class ContextMean:
     """The ``context-mean`` baseline as a model: :meth:`distribution` of a batch is a
-    Gaussian that predicts every target point of task ``b`` and output channel ``d`` by the
-    mean and the (population) standard deviation of the task's observed context values
-    ``yc[b, :, d]``, the standard deviation floored at ``floor``. It ignores the inputs,
-    so :func:`taylorformer.replication.metric_function` scores it like any model (the same
-    log-likelihood per target point, teacher forcing does not apply)."""
+    Gaussian that predicts every target point of task ``b`` and output ``d`` by the mean
+    and the (population) standard deviation of the task's observed context values
+    ``yc[b, :, d]`` (a missing value, NaN, is not observed), the standard deviation floored
+    at ``floor``; an output with no observed context value gets ``N(0, 1)``. It ignores the
+    inputs, so :func:`taylorformer.replication.metric_function` scores it like any model
+    (the same log-likelihood per target point over its observed outputs, teacher forcing
+    does not apply)."""
 
     causal = False
 
@@ -207,10 +204,11 @@ class ContextMean:
         batch = with_masks(batch)
         observed = tf.cast(batch["observed_c"], tf.float64)                          # [B, Nc, Dy]
         yc = tf.cast(batch["yc"], tf.float64) * observed
-        count = tf.maximum(tf.reduce_sum(observed, 1, keepdims=True), 1.0)          # [B, 1, Dy]
+        seen = tf.reduce_sum(observed, 1, keepdims=True)                            # [B, 1, Dy]
+        count = tf.maximum(seen, 1.0)
         mean = tf.reduce_sum(yc, 1, keepdims=True) / count
         var = tf.reduce_sum(observed * (yc - mean) ** 2, 1, keepdims=True) / count
-        scale = tf.maximum(tf.sqrt(var), self.floor)
+        scale = tf.where(seen > 0, tf.maximum(tf.sqrt(var), self.floor), 1.0)
         shape = tf.shape(batch["yt"])
         return tfp.distributions.Normal(tf.cast(tf.broadcast_to(mean, shape), tf.float32),
                                         tf.cast(tf.broadcast_to(scale, shape), tf.float32))
@@ -224,30 +222,3 @@ def fit_context_mean_floor(task, metric, score, num_tasks=CONTEXT_MEAN_FIT_TASKS
     sign = -1.0 if metric in ("nll", "mse") else 1.0
     means = [sign * float(np.mean(score(ContextMean(f), task, metric, "val", num_tasks))) for f in floors]
     return floors[int(np.argmax(means))]
-
-
-def context_gaussian_values(task, split, batch_size, num_tasks, min_std=1e-3):
-    """Per-task Gaussian NLL per target point (``[n]``) of predicting every target value of
-    output ``d`` by ``N(m_d, s_d^2)``, the mean and standard deviation (ddof 0, at least
-    ``min_std``, the presets' least predictive scale) of output ``d``'s observed context
-    values; per target point the NLL is summed over its observed outputs and averaged over
-    the points with one (as :func:`taylorformer.models.inference.loglik` scores a model).
-    A NaN value is not observed; an output with no observed context value gets ``m = 0,
-    s = 1``."""
-    values = []
-    for batch in task_batches(task, split, batch_size, num_tasks):
-        yc, yt = np.asarray(batch["yc"], np.float64), np.asarray(batch["yt"], np.float64)   # [B, N, Dy]
-        mc = (np.asarray(batch["mask_c"]) > 0.5)[..., None] & ~np.isnan(yc)
-        mt = (np.asarray(batch["mask_t"]) > 0.5)[..., None] & ~np.isnan(yt)
-        count = mc.sum(1)                                                                   # [B, Dy]
-        mean = np.where(mc, yc, 0.0).sum(1) / np.maximum(count, 1)
-        var = np.where(mc, (np.nan_to_num(yc) - mean[:, None]) ** 2, 0.0).sum(1) / np.maximum(count, 1)
-        std = np.where(count > 0, np.maximum(np.sqrt(var), min_std), 1.0)
-        mean = np.where(count > 0, mean, 0.0)
-        z = (np.nan_to_num(yt) - mean[:, None]) / std[:, None]
-        nll = 0.5 * (_LOG_2PI + z ** 2) + np.log(std)[:, None]                              # [B, Nt, Dy]
-        per_point = np.where(mt, nll, 0.0).sum(-1)                                          # [B, Nt]
-        seen = mt.any(-1)
-        values.append(per_point.sum(1) / np.maximum(seen.sum(1), 1))
-    values = np.concatenate(values)
-    return values if num_tasks is None else values[:num_tasks]

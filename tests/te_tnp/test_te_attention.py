@@ -51,6 +51,7 @@ MODELS = [
     ("te-tnp", {"attention": {"location_update": True}}),
     ("te-pt-tnp", {}),
     ("te-pt-tnp", {"style": "perceiver", "init": "attention", "attention": {"location_update": True}}),
+    ("te-tnp", {"update_order": "parallel", "attention": {"location_update": True}}),  # the preset before issue 35
 ]
 
 

@@ -13,8 +13,10 @@ A spec names registry components::
      "observed_flags": null,                 # per-output observed flags in the tokens
                                              # (null: on when dim_y > 1)
      "normalise": null,                      # "global" | "window": outputs standardised by
-     "normalise_min_scale": 0.01}            # each window's context (null: the task's
+     "normalise_min_scale": 0.01,            # each window's context (null: the task's
                                              # default, else "global"; window_normalisation)
+     "init": "keras"}                        # initial linear weights: "keras" | "fan-in-uniform"
+                                             # (models.initialisation)
 
 :func:`resolve_spec` fills defaults, validates keys and types, and records which
 distribution provided each component, nested ones included (``provenance``); the
@@ -53,8 +55,11 @@ DEFAULTS = {
     "observed_flags": None,
     "normalise": None,
     "normalise_min_scale": DEFAULT_MIN_SCALE,
+    "init": "keras",
     "description": "",
 }
+#: spec ``init`` (:mod:`taylorformer.models.initialisation`, which imports Keras)
+INIT_SCHEMES = ("keras", "fan-in-uniform")
 TOP_LEVEL_KEYS = set(DEFAULTS) | {"encoder", "preset", "provenance"}
 COMPONENT_FIELDS = {"encoder": "encoder", "likelihood": "likelihood", "wrapper": "wrapper"}
 HEAD_KEYS = {"width", "hidden_layers", "activation"}
@@ -171,6 +176,7 @@ def _check_types(spec):
     check_size("spec 'head'", "hidden_layers", head.get("hidden_layers", 2), minimum=0)
     check_activation("spec 'head'", "activation", head.get("activation", "relu"))
     check_dtype_policy("spec", "dtype_policy", spec["dtype_policy"])
+    check_choice("spec", "init", spec["init"], INIT_SCHEMES)
     if not (spec["observed_flags"] is None or isinstance(spec["observed_flags"], bool)):
         raise SpecError(f"spec: observed_flags must be true, false or null (on when dim_y > 1), "
                         f"got {spec['observed_flags']!r}")

@@ -117,6 +117,11 @@ class PairMLP(keras.layers.Layer):
     def call(self, x):
         return self.apply(x)
 
+    def linear_weights(self):
+        """The ``(kernel, bias)`` pairs a model's ``init`` scheme re-draws
+        (:mod:`taylorformer.models.initialisation`)."""
+        return list(self.params)
+
     def get_config(self):
         return {**super().get_config(), "output_dim": self.output_dim, "width": self.width,
                 "hidden_layers": self.hidden_layers, "zero_output": self.zero_output}

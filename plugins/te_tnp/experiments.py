@@ -90,7 +90,13 @@ GP_MODELS = {
         "0.2% of the paper's steps; measured on a 2-core CPU: TE-TNP 3.0 s a step (52 min: its "
         "kernel MLP runs on every pair)")), (
         "The TE-TNP is the 'te-tnp' preset at the paper's size (Dz = 128, 5 layers, 8 heads x 16, "
-        "a kernel MLP of two hidden layers of Dz).",) + TE_NOTES),
+        "a kernel MLP of two hidden layers of Dz).",
+        "Layers and initial weights (protocol 3): each layer's self-attention block on the context, then "
+        "the targets' cross-attention block on the updated context, no LayerNorm after the last layer "
+        "(App. F.1, as the authors' code runs it); the paper gives no initialisation, the preset starts as "
+        "the authors' code does (PyTorch's fan-in uniform, every layer a copy of the first). With the same "
+        "weights ours computes the reference's function, and on the same batches learns as it does "
+        "(docs/parity.md).") + TE_NOTES),
 }
 for _m in (8, 16, 32):
     GP_MODELS[f"te-pt-tnp-m{_m}"] = (f"TE-PT-TNP-M{_m}", "te-pt-tnp", {"encoder": {"num_pseudo": _m}}, _small(
@@ -108,10 +114,14 @@ for _m in (8, 16, 32):
 VARIANCE_LINK_CHANGE = {1: "predictive scale softplus(raw) + floor; the paper (App. F.1, a pre-softplus variance) "
                            "and the authors' code use sqrt(softplus(raw)) + floor, the presets' "
                            "likelihood softplus_of='variance' since issue 35"}
-#: the te-tnp preset's layer order changed (issue 35): results under protocol 2 are not compared
-UPDATE_ORDER_CHANGE = {2: "targets attended to each layer's input context (encoder update_order 'parallel'); "
+#: the te-tnp preset's layer order and initialisation changed (issue 35): results under
+#: protocol 2 are not compared
+UPDATE_ORDER_CHANGE = {2: "targets attended to each layer's input context (encoder update_order 'parallel'; "
                           "App. F.1's self- then cross-attention blocks, as the authors' code runs them, attend "
-                          "to the layer's updated context ('context-first', the preset since issue 35)"}
+                          "to the layer's updated context: 'context-first' since issue 35), a LayerNorm "
+                          "followed the last layer (none since: App. F.1 and the code have none), and the "
+                          "weights started from Keras' initialisers (since issue 35 the authors' code's: "
+                          "PyTorch's fan-in uniform, every layer a copy of the first)"}
 
 
 def protocol(preset):

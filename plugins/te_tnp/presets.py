@@ -4,7 +4,11 @@ Paper sizes (TE-TNP, Ashman et al. 2024, 1-D GP experiments): Dz = 128, 5 layers
 8 heads x 16, kernel MLP 2 x 128 (hidden layers x width), ReLU, pre-norm; the head's
 second output is a pre-softplus variance (App. F.1). Each layer is a self-attention block
 on the context, then a cross-attention block from the targets to the updated context
-(App. F.1; the encoder's ``update_order="context-first"``, as the authors' code runs it).
+(App. F.1; the encoder's ``update_order="context-first"``, as the authors' code runs it),
+with no LayerNorm after the last layer (App. F.1 describes none, the code has none).
+The paper does not give the initialisation: the preset starts as the authors' code does
+(spec ``init="fan-in-uniform"``, PyTorch's default, with every layer a copy of the first:
+``identical_initial_layers``), from which ours learns as their code does (docs/parity.md).
 Thesis variants are spec overrides of ``te-tnp``, e.g.::
 
     build_model("te-tnp", encoder={"attention": {"form": "pre", "relative": "rbf"}})
@@ -25,9 +29,11 @@ TE_TNP = {
     "description": "TE-TNP: translation-equivariant transformer NP (Ashman et al. 2024).",
     "kind": "conditional",
     "encoder": {"name": "transformer", "attention": TE_ATTENTION, "layers": 5, "width": 128,
-                "num_heads": 8, "head_dim": 16, "embed_x": False, "update_order": "context-first"},
+                "num_heads": 8, "head_dim": 16, "embed_x": False, "update_order": "context-first",
+                "identical_initial_layers": True, "final_norm": False},
     "head": {"width": 128, "hidden_layers": 2},
     "likelihood": TE_LIKELIHOOD,
+    "init": "fan-in-uniform",
 }
 
 TE_PT_TNP = {

@@ -46,6 +46,10 @@ class TransformerEncoder(keras.layers.Layer):
       as the authors' ``TETNPTransformerEncoder`` runs them): the context's self-attention
       block first, then the targets attend to the layer's *updated* context.
 
+    ``final_norm``: a LayerNorm on the target representations after the last layer (the
+    default; App. F.1 of the TE-TNP paper and the authors' code have none).
+    ``identical_initial_layers``: every layer starts with layer 0's initial weights (the
+    authors' TE-TNP code deep-copies one layer, ``_get_clones``); they train apart.
     Tokens: MLP([x, y, 0]) for context and MLP([x, 0, 1]) for targets; with
     ``embed_x=False`` x is left out of the tokens and reaches the attention only as
     positions (translation-equivariant attention plugins need this).
@@ -56,10 +60,12 @@ class TransformerEncoder(keras.layers.Layer):
 
     def __init__(self, dim_x, dim_y, attention="mha-xy", layers=5, width=128, num_heads=8,
                  head_dim=16, ffn_width=None, embed_x=True, embed_widths=None, update_order="parallel",
-                 **kwargs):
+                 final_norm=True, identical_initial_layers=False, **kwargs):
         super().__init__(**kwargs)
         owner = f"{self.component_name} encoder"
         self.update_order = check_choice(owner, "update_order", update_order, UPDATE_ORDERS)
+        self.final_norm = check_bool(owner, "final_norm", final_norm)
+        self.identical_initial_layers = check_bool(owner, "identical_initial_layers", identical_initial_layers)
         layers, width, num_heads, head_dim = (check_size(owner, k, v) for k, v in (
             ("layers", layers), ("width", width), ("num_heads", num_heads), ("head_dim", head_dim)))
         ffn_width = check_size(owner, "ffn_width", ffn_width, optional=True)
@@ -80,7 +86,7 @@ class TransformerEncoder(keras.layers.Layer):
         self.norm1 = [keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(layers)]
         self.norm2 = [keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(layers)]
         self.ffn = [MLP(width, self.ffn_width, 1, name=f"ffn_{i}") for i in range(layers)]
-        self.norm_out = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.norm_out = keras.layers.LayerNormalization(epsilon=1e-5) if self.final_norm else None
 
     def tokens(self, batch):
         """Context and target tokens ``[B, Nc, width]``, ``[B, Nt, width]``."""
@@ -107,7 +113,8 @@ class TransformerEncoder(keras.layers.Layer):
 
     def run_layers(self, ctx, tgt, pc, pt, mask_c):
         """The residual layers on tokens ``ctx [B, Nc, D]``, ``tgt [B, Nt, D]`` with
-        positions ``pc``, ``pt``; returns normalised target representations ``[B, Nt, D]``.
+        positions ``pc``, ``pt``; returns the target representations ``[B, Nt, D]``
+        (:meth:`output_norm` applied).
 
         Context and targets are one sequence ``[B, Nc + Nt, D]`` throughout (norms and FFNs
         act per token): each layer slices the context's keys off it instead of joining
@@ -123,7 +130,7 @@ class TransformerEncoder(keras.layers.Layer):
                 out, pos = out
             tokens = tokens + out
             tokens = tokens + ffn(norm2(tokens))
-        return self.norm_out(tokens[:, nc:])
+        return self.output_norm(tokens[:, nc:])
 
     def run_layers_context_first(self, ctx, tgt, pc, pt, mask_c):
         """:meth:`run_layers` with ``update_order="context-first"``: in each layer the context
@@ -145,11 +152,24 @@ class TransformerEncoder(keras.layers.Layer):
             tgt = tgt + out
             tgt = tgt + ffn(norm2(tgt))
             pc = new_pc
-        return self.norm_out(tgt)
+        return self.output_norm(tgt)
+
+    def finish_initialisation(self):
+        """Called once the model's weights are drawn (:mod:`taylorformer.models.initialisation`):
+        with ``identical_initial_layers``, layers 1.. take layer 0's weights."""
+        if self.identical_initial_layers:
+            for group in (self.attn, self.norm1, self.norm2, self.ffn):
+                for layer in group[1:]:
+                    layer.set_weights(group[0].get_weights())
+
+    def output_norm(self, tgt):
+        """The final LayerNorm of the target representations ``[B, Nt, D]`` (if any)."""
+        return self.norm_out(tgt) if self.final_norm else tgt
 
     def get_config(self):
         return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y,
                 "attention": self.attention_spec, "layers": self.num_layers, "width": self.width,
                 "num_heads": self.num_heads, "head_dim": self.head_dim,
                 "ffn_width": self.ffn_width, "embed_x": self.embed_x, "embed_widths": self.embed_widths,
-                "update_order": self.update_order}
+                "update_order": self.update_order, "final_norm": self.final_norm,
+                "identical_initial_layers": self.identical_initial_layers}

@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from taylorformer import components, registry, tf_compat
-from taylorformer.models import window_normalisation
+from taylorformer.models import initialisation, window_normalisation
 from taylorformer.checks import MAX_PARAMETERS
 from taylorformer.batch import append_observed_flags, fully_observed, validate_batch, with_masks
 from taylorformer.errors import BatchError, SpecError
@@ -173,6 +173,7 @@ class NeuralProcess(FitMixin, keras.Model):
         with dtype_policy_scope(spec["dtype_policy"]), parameter_budget(MAX_PARAMETERS):
             model = cls(spec, **kwargs)
             model(model.dummy_batch())  # create the variables now: summaries and loading need them
+            initialisation.initialise(model, spec.get("init", "keras"))
         return model
 
     def prepare(self, batch):

@@ -1,4 +1,5 @@
-"""The transformer encoder's ``update_order`` against a NumPy statement of each order.
+"""The transformer encoder's ``update_order`` (and ``final_norm``) against a NumPy statement
+of each order.
 
 The reference below writes the residual layers out in NumPy (LayerNorm, ReLU MLPs, the
 final norm) and calls only the encoder's attention layers, which are checked against
@@ -53,23 +54,23 @@ def reference_layers(enc, ctx, tgt, pc, pt, mask_c, order):
         tgt = tgt + out_t
         tgt = tgt + mlp(layer_norm(tgt, n2), ffn)
         pc = new_pc
-    return layer_norm(tgt, enc.norm_out)
+    return layer_norm(tgt, enc.norm_out) if enc.final_norm else tgt
 
 
-def small_model(name, order, attention=None):
-    enc = {"layers": 3, "width": 16, "num_heads": 2, "head_dim": 8, "update_order": order}
+def small_model(name, order, attention=None, final_norm=True):
+    enc = {"layers": 3, "width": 16, "num_heads": 2, "head_dim": 8, "update_order": order, "final_norm": final_norm}
     if attention is not None:
         enc["attention"] = attention
     return build_model(name, encoder=enc, head={"width": 16, "hidden_layers": 1})
 
 
-@pytest.mark.parametrize("name,attention", [
-    ("tnp-d", None),
-    ("te-tnp", {"kernel_width": 16}),
-    ("te-tnp", {"kernel_width": 16, "location_update": True}),
-], ids=["mha-xy", "te", "te-location-update"])
+@pytest.mark.parametrize("name,attention,final_norm", [
+    ("tnp-d", None, True),
+    ("te-tnp", {"kernel_width": 16}, False),
+    ("te-tnp", {"kernel_width": 16, "location_update": True}, True),
+], ids=["mha-xy", "te-no-final-norm", "te-location-update"])
 @pytest.mark.parametrize("order", ["parallel", "context-first"])
-def test_layers_match_the_numpy_statement_of_each_order(name, attention, order):
+def test_layers_match_the_numpy_statement_of_each_order(name, attention, final_norm, order):
     rng = np.random.default_rng(3)
     b, nc, nt = 2, 7, 5
     batch = {"xc": rng.uniform(-2, 2, (b, nc, 1)).astype(np.float32),
@@ -78,7 +79,7 @@ def test_layers_match_the_numpy_statement_of_each_order(name, attention, order):
              "yt": np.zeros((b, nt, 1), np.float32),
              "mask_c": np.array([[1.0] * nc, [1.0] * 4 + [0.0] * 3], np.float32),
              "mask_t": np.ones((b, nt), np.float32)}
-    model = small_model(name, order, attention)
+    model = small_model(name, order, attention, final_norm)
     model(batch)
     enc = model.encoder
     ctx, tgt = (np.asarray(t) for t in enc.tokens(batch))

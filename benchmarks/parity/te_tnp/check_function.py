@@ -10,7 +10,8 @@ Two steps, one per virtualenv (the weights travel through an .npz file)::
 means, scales and per-task log-likelihoods on the first ``--batches`` padded test batches
 of the file; with ``--steps K`` it also runs K of the Trainer's own steps on the first K
 training batches and keeps the losses and the test log-likelihoods after them.
-``compare`` builds the reference with ``--like-ours`` (or the flags given), copies the
+``compare`` builds the reference as published (the preset's architecture), with the flags
+given (each makes it like an earlier choice of ours, README), copies the
 weights in (Keras kernels ``[in, out]`` -> torch ``[out, in]``; the reference's kernel MLP
 takes ``[x_n - x_m, dots]``, ours ``[dots, x_n - x_m]``: the first layer's rows are
 permuted), runs the same batches and prints the largest relative and absolute
@@ -68,7 +69,8 @@ def export(args):
         norm(f"layer{i}.norm2", enc.norm2[i])
         dense(f"layer{i}.ffn.hidden0", enc.ffn[i].hidden[0])
         dense(f"layer{i}.ffn.out", enc.ffn[i].out)
-    norm("norm_out", enc.norm_out)
+    if enc.final_norm:
+        norm("norm_out", enc.norm_out)
     for i, layer in enumerate(model.head.hidden):
         dense(f"head.hidden{i}", layer)
     dense("head.out", model.head.out)
@@ -112,7 +114,6 @@ def compare(args):
 
     torch.set_num_threads(args.threads)
     w = np.load(args.weights)
-    args.like_ours = args.like_ours or not args.as_given
     model = train_ref.model_from_args(args)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
     heads = args.heads
@@ -230,8 +231,6 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--float64-floor", action="store_true",
                    help="also run the reference in float64 from the same weights: the float32 round-off floor")
-    p.add_argument("--as-given", action="store_true",
-                   help="use only the flags given (default: all of --like-ours)")
     args, rest = parser.parse_known_args(argv)
     if args.cmd == "export":
         if rest:

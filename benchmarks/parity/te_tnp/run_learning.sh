@@ -7,10 +7,16 @@
 #   SIZES    model sizes, both sides  (default: "--width 64 --layers 2 --heads 4 --head-dim 16 --kernel-width 64")
 #   THREADS  threads per trainer      (default 1: on a loaded machine torch's spinning OpenMP
 #            threads slow it down many times over; see README)
-#   SEEDS, STEPS, EVERY, SIDES override the defaults. Sides: ours, ref (as published),
-#            like-ours (the reference with all four flags), ref-init-keras, ref-scale-softplus,
-#            ref-parallel-update, ref-final-norm (the reference with that one flag),
-#            ours-scale, ours-variance (ours with the normal likelihood's softplus_of set)
+#   SEEDS, STEPS, EVERY, SIDES override the defaults. Sides: ours (the te-tnp preset), ref (the
+#            reference as published: the same architecture), ref-init-keras, ref-scale-softplus,
+#            ref-parallel-update, ref-final-norm (the reference with one of ours' earlier choices),
+#            like-ours-keras-init and like-ours-scale-parallel (the reference like ours-keras-init
+#            and like the preset before issue 35), ours-final-norm (the preset with a final
+#            LayerNorm), ours-distinct-layers (each layer drawn on its own), ours-keras-init
+#            (Keras init, distinct layers, final LayerNorm), ours-keras-init-no-final-norm,
+#            ours-scale-parallel (the preset before issue 35: softplus_of "scale", update_order
+#            "parallel", Keras init, final LayerNorm), ours-variance-parallel (the same with the
+#            variance link)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE"
@@ -30,12 +36,23 @@ for side in $SIDES; do
     case $side in
       ours) nice -n 5 "$PY" train_ours.py "${common[@]}" > "$out" ;;
       ref) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes > "$out" ;;
-      like-ours) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --like-ours > "$out" ;;
+      like-ours-keras-init) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --final-norm \
+        --init keras > "$out" ;;
+      like-ours-scale-parallel) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --final-norm \
+        --init keras --scale softplus --parallel-update > "$out" ;;
       ref-init-keras) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --init keras > "$out" ;;
       ref-scale-softplus) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --scale softplus > "$out" ;;
       ref-parallel-update) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --parallel-update > "$out" ;;
       ref-final-norm) nice -n 5 "$REF" train_ref.py "${common[@]}" --no-check-shapes --final-norm > "$out" ;;
-      ours-scale|ours-variance) nice -n 5 "$PY" train_ours.py "${common[@]}" --softplus-of "${side#ours-}" > "$out" ;;
+      ours-final-norm) nice -n 5 "$PY" train_ours.py "${common[@]}" --final-norm > "$out" ;;
+      ours-distinct-layers) nice -n 5 "$PY" train_ours.py "${common[@]}" --distinct-initial-layers > "$out" ;;
+      ours-keras-init) nice -n 5 "$PY" train_ours.py "${common[@]}" --init keras --distinct-initial-layers \
+        --final-norm > "$out" ;;
+      ours-keras-init-no-final-norm) nice -n 5 "$PY" train_ours.py "${common[@]}" --init keras \
+        --distinct-initial-layers > "$out" ;;
+      ours-scale-parallel|ours-variance-parallel) side_link=${side#ours-}
+        nice -n 5 "$PY" train_ours.py "${common[@]}" --softplus-of "${side_link%-parallel}" --init keras \
+          --distinct-initial-layers --update-order parallel --final-norm > "$out" ;;
       *) echo "unknown side $side" >&2; exit 2 ;;
     esac
     echo "$(date -u +%H:%M:%S) $out: $(tail -1 "$out" | cut -c1-200)"

@@ -49,6 +49,19 @@ def add_model_args(parser):
     parser.add_argument("--softplus-of", choices=["scale", "variance"], default=None,
                         help="the normal likelihood's scale link (default: the preset's): softplus(raw) is "
                              "the scale, or the variance (the paper's and the reference's)")
+    parser.add_argument("--init", choices=["keras", "fan-in-uniform"], default=None,
+                        help="the spec's init (default: the preset's, fan-in-uniform; keras: the preset before "
+                             "issue 35)")
+    parser.add_argument("--distinct-initial-layers", action="store_true",
+                        help="the encoder's identical_initial_layers False (the preset before issue 35)")
+    parser.add_argument("--final-norm", dest="final_norm", action="store_const", const=True, default=None,
+                        help="the encoder's final_norm True: a LayerNorm after the last layer (the preset before "
+                             "issue 35)")
+    parser.add_argument("--no-final-norm", dest="final_norm", action="store_const", const=False,
+                        help="the encoder's final_norm False (the preset's, as the reference)")
+    parser.add_argument("--update-order", choices=["parallel", "context-first"], default=None,
+                        help="the encoder's update_order (default: the preset's, context-first): 'parallel' "
+                             "is the preset before issue 35 (targets attend to each layer's input context)")
 
 
 def model_spec(args):
@@ -59,6 +72,14 @@ def model_spec(args):
             "head": {"width": args.width}}
     if getattr(args, "softplus_of", None):
         spec["likelihood"] = {"name": "normal", "softplus_of": args.softplus_of}
+    if getattr(args, "update_order", None):
+        spec["encoder"]["update_order"] = args.update_order
+    if getattr(args, "final_norm", None) is not None:
+        spec["encoder"]["final_norm"] = args.final_norm
+    if getattr(args, "init", None):
+        spec["init"] = args.init
+    if getattr(args, "distinct_initial_layers", False):
+        spec["encoder"]["identical_initial_layers"] = False
     return spec
 
 

@@ -22,9 +22,11 @@ same order and hands each attention a key mask (``[m, nc, nc]`` for context self
 ``[m, nt, nc]`` for target cross-attention; True = masked, the reference attention's
 ``masked_fill`` convention), which the reference layers accept.
 
-Options that remove the architecture differences from taylorformer's ``te-tnp`` (README):
-``--init keras``, ``--scale softplus``, ``--parallel-update``, ``--final-norm``;
-``--like-ours`` turns on all four. Training (loss, AdamW with Keras' epsilon placement,
+The reference as published has the architecture of taylorformer's ``te-tnp`` preset
+(README). Options that make it like the preset before issue 35: ``--init keras`` (Keras'
+initialisers, each layer drawn on its own), ``--scale softplus`` (the normal likelihood's
+``softplus_of="scale"``), ``--parallel-update`` (the encoder's ``update_order="parallel"``),
+``--final-norm`` (a LayerNorm after the last layer). Training (loss, AdamW with Keras' epsilon placement,
 global-norm clipping at 0.5) is ``../tnp_d/train_ref.py``'s.
 """
 import argparse
@@ -168,16 +170,11 @@ def add_model_args(parser):
                         help="ref: sqrt(softplus(raw)) + min; softplus: softplus(raw) + min")
     parser.add_argument("--parallel-update", action="store_true")
     parser.add_argument("--final-norm", action="store_true")
-    parser.add_argument("--like-ours", action="store_true",
-                        help="= --init keras --scale softplus --parallel-update --final-norm")
     parser.add_argument("--no-check-shapes", action="store_true",
                         help="turn off the reference's check_shapes decorators (on by default, as in its runs)")
 
 
 def model_from_args(args):
-    if args.like_ours:
-        args.init, args.scale = "keras", "softplus"
-        args.parallel_update = args.final_norm = True
     if args.no_check_shapes:
         from check_shapes import set_enable_check_shapes
         set_enable_check_shapes(False)

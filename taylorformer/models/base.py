@@ -166,14 +166,16 @@ class NeuralProcess(FitMixin, keras.Model):
         self._init_fit_state()
 
     @classmethod
-    def from_spec(cls, spec, name=None):
+    def from_spec(cls, spec, name=None, initialise=True):
         """The model of a resolved spec (:func:`taylorformer.spec.resolve_spec`), built
-        under its dtype policy, with its variables created."""
+        under its dtype policy, with its variables created and (``initialise``) drawn under
+        the spec's ``init``; a model being loaded skips the draw, its weights come from the file."""
         kwargs = {"name": name} if name else {}
         with dtype_policy_scope(spec["dtype_policy"]), parameter_budget(MAX_PARAMETERS):
             model = cls(spec, **kwargs)
             model(model.dummy_batch())  # create the variables now: summaries and loading need them
-            initialisation.initialise(model, spec.get("init", "keras"))
+            if initialise:
+                initialisation.initialise(model, spec.get("init", "keras"))
         return model
 
     def prepare(self, batch):
@@ -331,7 +333,7 @@ class NeuralProcess(FitMixin, keras.Model):
         card = config.get("model_card")
         if card is not None and not isinstance(card, dict):
             raise SpecError(f"{cls.__name__} config 'model_card' must be a dict, got {type(card).__name__}")
-        model = cls.from_spec(resolve_spec(spec), name=config.get("name"))
+        model = cls.from_spec(resolve_spec(spec), name=config.get("name"), initialise=False)
         model.normaliser, model.model_card = normaliser, card
         model.training_range.set_config(config.get("trained_range"))
         return model

@@ -19,8 +19,6 @@ import math
 
 import keras
 
-from taylorformer.spec import INIT_SCHEMES  # noqa: F401 - the scheme names (the spec checks them)
-
 
 def linear_maps(model):
     """The ``(kernel [fan_in, fan_out], bias [fan_out] or None)`` pairs of ``model``."""
@@ -32,7 +30,8 @@ def linear_maps(model):
 
 
 def initialise(model, scheme):
-    """Re-draw the linear maps of the built ``model`` under ``scheme`` (:data:`INIT_SCHEMES`),
+    """Re-draw the linear maps of the built ``model`` under ``scheme`` (spec ``init``,
+    :data:`taylorformer.spec.INIT_SCHEMES`),
     from Keras' global random state (``keras.utils.set_random_seed``), then finish each
     layer's initialisation."""
     if scheme == "fan-in-uniform":

@@ -453,6 +453,9 @@ def _cmd_replicate(args):
         return 0
     print(f"run directory: {record['out_dir']}")
     print(replication.comparison(replication.get_row(args.row), record))
+    if record["paired_baseline"]:
+        print(f"paired with {record['paired_baseline']} on the same windows: ours - {record['paired_baseline']} = "
+              f"{record['paired_gap']:+.4g} +- {record['paired_stderr']:.2g}")
     print(f"recorded in {args.results}")
     return 0
 

@@ -74,7 +74,15 @@ DEFAULT_BASELINES = os.path.join(DEFAULT_ROOT, "baselines.csv")
 #: columns of a results file before ``stderr_method`` and ``protocol`` (read as ``iid``, 1)
 LEGACY_RESULT_COLUMNS = ("row", "budget", "steps", "metric", "value", "stderr", "num_tasks", "paper_value",
                          "paper_error", "device", "wall_s", "version", "commit", "command", "date", "out_dir")
-RESULT_COLUMNS = LEGACY_RESULT_COLUMNS + ("stderr_method", "protocol")
+PAIRED_COLUMNS = ("paired_baseline", "paired_gap", "paired_stderr")
+RESULT_COLUMNS = LEGACY_RESULT_COLUMNS + ("stderr_method", "protocol") + PAIRED_COLUMNS
+#: the results columns of earlier releases -> the values their lines read with
+EARLIER_RESULT_COLUMNS = {
+    LEGACY_RESULT_COLUMNS: {"stderr_method": "iid", "protocol": "1", **dict.fromkeys(PAIRED_COLUMNS, "")},
+    LEGACY_RESULT_COLUMNS + ("stderr_method", "protocol"): dict.fromkeys(PAIRED_COLUMNS, ""),
+}
+#: the baselines a result is paired with, window by window (cheap: NumPy on the task's series)
+PAIRED_BASELINES = ("persistence", "seasonal-naive")
 BASELINE_COLUMNS = ("row", "baseline", "metric", "value", "stderr", "stderr_method", "num_tasks", "protocol",
                     "wall_s", "commit", "command", "date")
 #: the values of a row's status (:func:`status`)
@@ -253,16 +261,17 @@ def command_line(row_id, budget, out=None, results=None, eval_tasks=None, task_c
 # ----------------------------------------------------------------------------- results
 #: columns of a results line that hold numbers (checked when the file is read)
 NUMERIC_COLUMNS = {"steps": int, "value": float, "stderr": float, "num_tasks": int, "paper_value": float,
-                   "protocol": int}
+                   "protocol": int, "paired_gap": float, "paired_stderr": float}
 
 
 def read_results(path, columns=RESULT_COLUMNS):
     """The results CSV at ``path`` as a list of dicts (``[]`` when it does not exist).
     RunDirectoryError naming the file (and the line) when it is a directory, not UTF-8
     text (a binary file), not a CSV, its header is not ``columns`` (a results file of
-    :data:`LEGACY_RESULT_COLUMNS` reads with ``stderr_method`` ``iid`` and ``protocol``
-    1), or a line has the wrong number of fields or a non-number in
-    :data:`NUMERIC_COLUMNS` (empty: not recorded)."""
+    earlier columns reads with the defaults :data:`EARLIER_RESULT_COLUMNS` gives them: the
+    oldest with ``stderr_method`` ``iid`` and ``protocol`` 1, none paired), or a line has
+    the wrong number of fields or a non-number in :data:`NUMERIC_COLUMNS` (empty: not
+    recorded)."""
     if not os.path.lexists(path):
         return []
     kind = "replication" if columns == RESULT_COLUMNS else "baseline"
@@ -276,8 +285,8 @@ def read_results(path, columns=RESULT_COLUMNS):
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise RunDirectoryError(f"results file {path} is not a readable CSV text file "
                                 f"({type(exc).__name__}: {exc}); pass another --results") from None
-    legacy = columns == RESULT_COLUMNS and tuple(fields or ()) == LEGACY_RESULT_COLUMNS
-    if tuple(fields or ()) != columns and not legacy:
+    earlier = EARLIER_RESULT_COLUMNS.get(tuple(fields or ())) if columns == RESULT_COLUMNS else None
+    if tuple(fields or ()) != columns and earlier is None:
         raise RunDirectoryError(f"results file {path} has columns {fields}, not the "
                                 f"{kind} columns {list(columns)}; pass another --results")
     for number, line in enumerate(lines, start=2):
@@ -294,8 +303,8 @@ def read_results(path, columns=RESULT_COLUMNS):
         if problem:
             raise RunDirectoryError(f"results file {path} is malformed at line {number} ({problem}); "
                                     "fix or remove that line, or pass another --results")
-        if legacy:
-            line.update(stderr_method="iid", protocol="1")
+        if earlier is not None:
+            line.update(earlier)
     return lines
 
 
@@ -372,12 +381,19 @@ def overlapping_windows(row):
 def _ours(row, line, source):
     """The ``ours`` object of :func:`list_rows` for a results ``line`` (None: none).
     ``stderr_understated``: the line's standard error treats overlapping forecasting
-    windows as independent (``iid``); it is shown but :func:`status` does not use it."""
+    windows as independent (``iid``); it is shown but :func:`status` does not use it.
+    ``paired``: ``{baseline, gap, stderr}``, the mean of ours minus that baseline over the
+    same windows and its error bar (:func:`paired_with_baselines`), or None."""
     if line is None:
         return None
     steps = int(line["steps"] or 0)
     method = line.get("stderr_method") or "iid"
+    paired = None
+    if line.get("paired_baseline") and _number(line.get("paired_gap")) is not None:
+        paired = {"baseline": line["paired_baseline"], "gap": _number(line["paired_gap"]),
+                  "stderr": _number(line.get("paired_stderr"))}
     return {"value": _number(line["value"]), "stderr": _number(line["stderr"]), "stderr_method": method,
+            "paired": paired,
             "stderr_understated": method.startswith("iid") and overlapping_windows(row),
             "num_tasks": int(line["num_tasks"] or 0),
             "budget": line["budget"], "steps": steps, "paper_steps": row.training.steps,
@@ -419,6 +435,9 @@ def status(row, ours, baseline, earlier=None):
     why), ``not run`` (no result under the row's protocol version; ``earlier``, a result
     under an older one, is named with how that protocol differed), ``below baseline``
     (worse than a reference baseline by more than twice the combined standard error),
+    The gap to the baseline is the paired one (``ours["paired"]``, the mean difference
+    window by window and its error bar) where the line has it for that baseline, else the
+    difference of the two means against their combined standard error.
     ``reproduced`` (within the paper's ``+-``, or within half a unit of its last printed
     digit where it prints none), ``within 2 se`` (within twice our standard error),
     ``below paper`` / ``above paper`` (worse / better than the paper beyond that).
@@ -439,8 +458,14 @@ def status(row, ours, baseline, earlier=None):
     sign = 1 if row.higher_is_better else -1
     value, stderr = ours["value"], None if ours.get("stderr_understated") else ours["stderr"]
     if baseline is not None and baseline["kind"] == "reference":
-        gap = sign * (value - baseline["value"])
-        if gap < -2 * _gap_se(stderr, baseline["stderr"]):
+        paired = ours.get("paired")
+        if paired and paired["baseline"] == baseline["name"] and paired["stderr"] is not None:
+            gap = sign * paired["gap"]
+            if gap < -2 * paired["stderr"]:
+                return "below baseline", (f"{baseline['name']} scores {baseline['value']:.4g} on the same tasks, "
+                                          f"ours {value:.4g}; paired window by window ours - {baseline['name']} = "
+                                          f"{paired['gap']:+.3g} +- {paired['stderr']:.2g}")
+        elif sign * (value - baseline["value"]) < -2 * _gap_se(stderr, baseline["stderr"]):
             unknown = [f"{who} {'understated' if understated else 'not estimable'}" for who, error, understated in
                        (("ours", stderr, ours.get("stderr_understated")), ("the baseline's", baseline["stderr"], False))
                        if error is None or not math.isfinite(error)]
@@ -643,7 +668,8 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     from taylorformer.workflow.baselines import overlap_block, summarise
 
     value, stderr, stderr_method = summarise(values, overlap_block(task))
-    record = {"row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
+    paired = paired_with_baselines(row, values, num_tasks)
+    record = {**paired,"row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
               "stderr": stderr, "stderr_method": stderr_method, "protocol": row.protocol_version,
               "num_tasks": len(values), "paper_value": row.paper_value,
               "paper_error": "" if row.paper_error is None else row.paper_error,
@@ -702,6 +728,37 @@ def baseline_values(row, name, eval_tasks=None, task_config=None):
                                                     num_tasks)
     values = np.asarray(values, np.float64)
     return (-values if row.metric == "nll" and kind == "exact-gp" else values), baselines.overlap_block(task)
+
+
+def paired_with_baselines(row, values, eval_tasks=None):
+    """``{paired_baseline, paired_gap, paired_stderr}``: ours minus a baseline window by window.
+
+    ``values [n]``: our per-task ``row.metric`` on the row's first ``eval_tasks`` evaluation
+    tasks. Of the row's :data:`PAIRED_BASELINES` (forecasting), the one that scores best on
+    the same windows is paired: the mean of ``values - baseline`` and its batch-means
+    standard error (blocks of one window's overlap). Two scores of the same windows share
+    most of their noise (the series' calm and turbulent stretches), so the paired error bar
+    is far smaller than either score's. Empty strings for rows with no such baseline (the
+    others cost as much as a model, or are fitted)."""
+    import numpy as np
+
+    from taylorformer.workflow.baselines import block_stderr
+
+    sign = 1 if row.higher_is_better else -1
+    best = None
+    for name in row.baselines:
+        if name.partition(":")[0] not in PAIRED_BASELINES:
+            continue
+        theirs, block = baseline_values(row, name, eval_tasks=eval_tasks)
+        if len(theirs) != len(values):  # not the same windows: nothing to pair
+            continue
+        if best is None or sign * theirs.mean() > sign * best[1].mean():
+            best = (name, theirs, block)
+    if best is None:
+        return dict.fromkeys(PAIRED_COLUMNS, "")
+    name, theirs, block = best
+    gap = np.asarray(values, np.float64) - theirs
+    return {"paired_baseline": name, "paired_gap": float(gap.mean()), "paired_stderr": block_stderr(gap, block)}
 
 
 def score_baselines(row_id, results=DEFAULT_BASELINES, eval_tasks=None, task_config=None, verbose=1):

@@ -233,6 +233,47 @@ def test_status_of_each_case():
     assert replication.status(sir, _ours(0.1), None)[0] == "not comparable"
 
 
+def test_status_uses_the_paired_gap_to_the_baseline():
+    """Ours 0.01 worse than persistence: inside the two scores' combined error bars, but
+    outside the paired one (the difference window by window), which decides where the line
+    has it for the baseline shown."""
+    row = replication.get_row("taylorformer-exchange-rate-96-nll")
+    persistence = {"name": "persistence", "kind": "reference", "value": -1.75, "stderr": 0.07}
+    ours = {**_ours(-1.74, 0.1), "paired": {"baseline": "persistence", "gap": 0.01, "stderr": 0.003}}
+    assert replication.status(row, {**ours, "paired": None}, persistence)[0] != "below baseline"
+    state, why = replication.status(row, ours, persistence)
+    assert state == "below baseline" and "ours - persistence = +0.01 +- 0.003" in why
+    within = {**ours, "paired": {"baseline": "persistence", "gap": 0.01, "stderr": 0.006}}
+    assert replication.status(row, within, persistence)[0] != "below baseline"
+    other = {**ours, "paired": {**ours["paired"], "baseline": "seasonal-naive:96"}}  # not the baseline shown
+    assert replication.status(row, other, persistence)[0] != "below baseline"
+    better = {**ours, "paired": {"baseline": "persistence", "gap": -0.01, "stderr": 0.003}}
+    assert replication.status(row, better, persistence)[0] != "below baseline"
+
+
+def test_paired_gap_is_ours_minus_the_best_forecast_baseline_window_by_window():
+    """A row with persistence and seasonal naive: the pairing takes the better of the two on
+    the windows and reports the mean difference with the batch-means error of the differences
+    (NumPy: baselines.forecast_values and a loop over blocks)."""
+    row = replication.get_row("taylorformer-exchange-rate-96-nll")
+    row = dataclasses.replace(row, baselines=("persistence", "seasonal-naive:5"))
+    task = make_task(*row.eval_task())
+    n = 500
+    lag1, lag5 = (baselines.forecast_values(task, "nll", lag=lag, num_tasks=n) for lag in (1, 5))
+    best = lag1 if lag1.mean() < lag5.mean() else lag5
+    ours = best + np.random.default_rng(0).normal(0.02, 0.1, n)
+    paired = replication.paired_with_baselines(row, ours, eval_tasks=n)
+    assert paired["paired_baseline"] == ("persistence" if best is lag1 else "seasonal-naive:5")
+    gap = ours - best
+    assert paired["paired_gap"] == pytest.approx(gap.mean(), rel=1e-12)
+    block = baselines.overlap_block(task)
+    means = [gap[i * block:(i + 1) * block].mean() for i in range(n // block)]
+    assert paired["paired_stderr"] == pytest.approx(np.std(means, ddof=1) / math.sqrt(n // block), rel=1e-9)
+    gp = replication.get_row("taylorformer-gp-eq")  # the exact GP is not paired
+    assert replication.paired_with_baselines(gp, np.zeros(5), eval_tasks=5) == dict.fromkeys(
+        replication.PAIRED_COLUMNS, "")
+
+
 # ----------------------------------------------------------------------------- the list
 def _csv(path):
     with open(path, newline="", encoding="utf-8") as fh:
@@ -352,6 +393,12 @@ def test_a_results_file_of_the_earlier_columns_reads_and_migrates(tmp_path):
     with open(path, newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert tuple(rows[0]) == replication.RESULT_COLUMNS and [r["protocol"] for r in rows] == ["1", "2"]
+    # the columns before paired gaps: every line reads with none
+    previous = replication.LEGACY_RESULT_COLUMNS + ("stderr_method", "protocol")
+    path.write_text(",".join(previous) + "\n" + ",".join(old + ["batch means", "2"]) + "\n")
+    (line,) = replication.read_results(str(path))
+    assert (line["stderr_method"], line["protocol"], line["paired_baseline"], line["paired_gap"]) == (
+        "batch means", "2", "", "")
 
 
 # ----------------------------------------------------------------------------- images

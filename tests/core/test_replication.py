@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from taylorformer import registry, replication
-from taylorformer.workflow import runs
+from taylorformer.workflow import baselines, runs
 from taylorformer.cli import main
 from taylorformer.errors import PluginLoadError, RunDirectoryError, SpecError
 from taylorformer.replication import Evaluation, Row, SmallBudget, Training
@@ -507,6 +507,13 @@ def test_recorded_values_match_the_evaluation_module(row_ids, tmp_path):
         np.testing.assert_allclose(record["value"], expected[row.metric], rtol=1e-5)
         if row.metric != "mse" and record["stderr_method"] == "iid":  # forecasting: batch means
             np.testing.assert_allclose(record["stderr"], reference["loglik"]["stderr"], rtol=1e-5)
+        if row.task == "exchange-rate":  # paired with persistence on the same 3 windows (one block: no error bar)
+            persistence = baselines.forecast_values(make_task(name, config), row.metric, num_tasks=3)
+            assert record["paired_baseline"] == "persistence" and math.isnan(record["paired_stderr"])
+            np.testing.assert_allclose(record["paired_gap"], record["value"] - persistence.mean(), rtol=1e-5,
+                                       atol=1e-9)
+        else:
+            assert record["paired_baseline"] == record["paired_gap"] == ""
 
 
 def test_t_cifar10_protocol_on_a_synthetic_fixture(tmp_path):

@@ -72,6 +72,7 @@ RECORDED_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rep
 RECORDED_BASELINES = os.path.join(os.path.dirname(RECORDED_RESULTS), "replication_baselines.csv")
 DEFAULT_BASELINES = os.path.join(DEFAULT_ROOT, "baselines.csv")
 #: columns of a results file before ``stderr_method`` and ``protocol`` (read as ``iid``, 1)
+#: and the paired gap to a baseline (read as none)
 LEGACY_RESULT_COLUMNS = ("row", "budget", "steps", "metric", "value", "stderr", "num_tasks", "paper_value",
                          "paper_error", "device", "wall_s", "version", "commit", "command", "date", "out_dir")
 PAIRED_COLUMNS = ("paired_baseline", "paired_gap", "paired_stderr")
@@ -434,12 +435,11 @@ def status(row, ours, baseline, earlier=None):
     ``earlier`` as :func:`list_rows` gives them. In order: ``not comparable`` (the row says
     why), ``not run`` (no result under the row's protocol version; ``earlier``, a result
     under an older one, is named with how that protocol differed), ``below baseline``
-    (worse than a reference baseline by more than twice the combined standard error),
-    The gap to the baseline is the paired one (``ours["paired"]``, the mean difference
-    window by window and its error bar) where the line has it for that baseline, else the
-    difference of the two means against their combined standard error.
-    ``reproduced`` (within the paper's ``+-``, or within half a unit of its last printed
-    digit where it prints none), ``within 2 se`` (within twice our standard error),
+    (worse than a reference baseline by more than twice the standard error of the gap: the
+    paired one, ``ours["paired"]``, where the line has it for that baseline, else the two
+    means' combined standard error), ``reproduced`` (within the paper's ``+-``, or within
+    half a unit of its last printed digit where it prints none), ``within 2 se`` (within
+    twice our standard error),
     ``below paper`` / ``above paper`` (worse / better than the paper beyond that).
     The paper's value is :attr:`Row.paper_comparable` (rescaled where its code scaled it).
     "Below" and "above" mean worse and better: for an NLL or MSE, below is higher. A
@@ -669,7 +669,7 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
 
     value, stderr, stderr_method = summarise(values, overlap_block(task))
     paired = paired_with_baselines(row, values, num_tasks)
-    record = {**paired,"row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
+    record = {**paired, "row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
               "stderr": stderr, "stderr_method": stderr_method, "protocol": row.protocol_version,
               "num_tasks": len(values), "paper_value": row.paper_value,
               "paper_error": "" if row.paper_error is None else row.paper_error,
@@ -737,8 +737,7 @@ def paired_with_baselines(row, values, eval_tasks=None):
     tasks. Of the row's :data:`PAIRED_BASELINES` (forecasting), the one that scores best on
     the same windows is paired: the mean of ``values - baseline`` and its batch-means
     standard error (blocks of one window's overlap). Two scores of the same windows share
-    most of their noise (the series' calm and turbulent stretches), so the paired error bar
-    is far smaller than either score's. Empty strings for rows with no such baseline (the
+    most of their noise, so the paired error bar is far smaller than either score's. Empty strings for rows with no such baseline (the
     others cost as much as a model, or are fitted)."""
     import numpy as np
 

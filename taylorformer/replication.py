@@ -737,8 +737,9 @@ def paired_with_baselines(row, values, eval_tasks=None):
     tasks. Of the row's :data:`PAIRED_BASELINES` (forecasting), the one that scores best on
     the same windows is paired: the mean of ``values - baseline`` and its batch-means
     standard error (blocks of one window's overlap). Two scores of the same windows share
-    most of their noise, so the paired error bar is far smaller than either score's. Empty strings for rows with no such baseline (the
-    others cost as much as a model, or are fitted)."""
+    most of their noise, so the paired error bar is far smaller than either score's. Empty
+    strings for rows with no such baseline (the others cost as much as a model, or are
+    fitted)."""
     import numpy as np
 
     from taylorformer.workflow.baselines import block_stderr

@@ -82,8 +82,9 @@ EARLIER_RESULT_COLUMNS = {
     LEGACY_RESULT_COLUMNS: {"stderr_method": "iid", "protocol": "1", **dict.fromkeys(PAIRED_COLUMNS, "")},
     LEGACY_RESULT_COLUMNS + ("stderr_method", "protocol"): dict.fromkeys(PAIRED_COLUMNS, ""),
 }
-#: the baselines a result is paired with, window by window (cheap: NumPy on the task's series)
-PAIRED_BASELINES = ("persistence", "seasonal-naive")
+#: the forecast baselines (NumPy on the task's series, cheap): each forecasting result is
+#: also paired with them window by window (:func:`paired_with_baselines`)
+FORECAST_BASELINES = ("persistence", "seasonal-naive")
 BASELINE_COLUMNS = ("row", "baseline", "metric", "value", "stderr", "stderr_method", "num_tasks", "protocol",
                     "wall_s", "commit", "command", "date")
 #: the values of a row's status (:func:`status`)
@@ -668,7 +669,7 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     from taylorformer.workflow.baselines import overlap_block, summarise
 
     value, stderr, stderr_method = summarise(values, overlap_block(task))
-    paired = paired_with_baselines(row, values, num_tasks)
+    paired = paired_with_baselines(row, values, num_tasks, task=task)
     record = {**paired, "row": row.id, "budget": label, "steps": steps, "metric": row.metric, "value": value,
               "stderr": stderr, "stderr_method": stderr_method, "protocol": row.protocol_version,
               "num_tasks": len(values), "paper_value": row.paper_value,
@@ -703,13 +704,9 @@ def baseline_values(row, name, eval_tasks=None, task_config=None):
     eval_name, eval_config = row.eval_task()
     task = make_task(eval_name, {**eval_config, **(task_config or {})})
     num_tasks = eval_tasks or row.evaluation.num_tasks
-    kind, _, option = name.partition(":")
-    if kind in ("persistence", "seasonal-naive"):
-        if row.metric not in ("mse", "nll"):
-            raise SpecError(f"row {row.id!r}: {kind} scores mse or nll, not {row.metric!r}")
-        values = baselines.forecast_values(task, row.metric, row.evaluation.split,
-                                           lag=int(option or 1), num_tasks=num_tasks)
-        return values, baselines.overlap_block(task)
+    kind = name.partition(":")[0]
+    if kind in FORECAST_BASELINES:
+        return _forecast_baseline(row, task, name, num_tasks), baselines.overlap_block(task)
     if kind == "context-mean":  # a model: scored by the model's metric function, on its batches
         batch_size = row.evaluation.batch_size
         floor = baselines.fit_context_mean_floor(
@@ -730,35 +727,49 @@ def baseline_values(row, name, eval_tasks=None, task_config=None):
     return (-values if row.metric == "nll" and kind == "exact-gp" else values), baselines.overlap_block(task)
 
 
-def paired_with_baselines(row, values, eval_tasks=None):
+def _forecast_baseline(row, task, name, num_tasks):
+    """``[n]`` per-window ``row.metric`` of the forecast baseline ``name`` (``persistence`` or
+    ``seasonal-naive:LAG``) on the first ``num_tasks`` evaluation windows of ``task``."""
+    from taylorformer.workflow import baselines
+
+    kind, _, option = name.partition(":")
+    if row.metric not in ("mse", "nll"):
+        raise SpecError(f"row {row.id!r}: {kind} scores mse or nll, not {row.metric!r}")
+    return baselines.forecast_values(task, row.metric, row.evaluation.split, lag=int(option or 1),
+                                     num_tasks=num_tasks)
+
+
+def paired_with_baselines(row, values, eval_tasks=None, task=None):
     """``{paired_baseline, paired_gap, paired_stderr}``: ours minus a baseline window by window.
 
     ``values [n]``: our per-task ``row.metric`` on the row's first ``eval_tasks`` evaluation
-    tasks. Of the row's :data:`PAIRED_BASELINES` (forecasting), the one that scores best on
-    the same windows is paired: the mean of ``values - baseline`` and its batch-means
-    standard error (blocks of one window's overlap). Two scores of the same windows share
-    most of their noise, so the paired error bar is far smaller than either score's. Empty
-    strings for rows with no such baseline (the others cost as much as a model, or are
-    fitted)."""
+    tasks; ``task``: the row's evaluation task where the caller has it (else built here,
+    only for a row with a forecast baseline). Of the row's :data:`FORECAST_BASELINES`, the
+    one that scores best on the same windows is paired: the mean of ``values - baseline`` and
+    its batch-means standard error (blocks of one window's overlap). Two scores of the same
+    windows share most of their noise, so the paired error bar is far smaller than either
+    score's. Empty strings for rows with no such baseline (the others cost as much as a
+    model, or are fitted)."""
     import numpy as np
 
-    from taylorformer.workflow.baselines import block_stderr
+    from taylorformer.task import make_task
+    from taylorformer.workflow.baselines import block_stderr, overlap_block
 
-    sign = 1 if row.higher_is_better else -1
-    best = None
-    for name in row.baselines:
-        if name.partition(":")[0] not in PAIRED_BASELINES:
-            continue
-        theirs, block = baseline_values(row, name, eval_tasks=eval_tasks)
-        if len(theirs) != len(values):  # not the same windows: nothing to pair
-            continue
-        if best is None or sign * theirs.mean() > sign * best[1].mean():
-            best = (name, theirs, block)
-    if best is None:
+    names = [name for name in row.baselines if name.partition(":")[0] in FORECAST_BASELINES]
+    if not names:
         return dict.fromkeys(PAIRED_COLUMNS, "")
-    name, theirs, block = best
+    if task is None:
+        task = make_task(*row.eval_task())
+    num_tasks = eval_tasks or row.evaluation.num_tasks
+    sign = 1 if row.higher_is_better else -1
+    scored = {name: _forecast_baseline(row, task, name, num_tasks) for name in names}
+    scored = {name: theirs for name, theirs in scored.items() if len(theirs) == len(values)}  # same windows only
+    if not scored:
+        return dict.fromkeys(PAIRED_COLUMNS, "")
+    name, theirs = max(scored.items(), key=lambda item: sign * item[1].mean())
     gap = np.asarray(values, np.float64) - theirs
-    return {"paired_baseline": name, "paired_gap": float(gap.mean()), "paired_stderr": block_stderr(gap, block)}
+    return {"paired_baseline": name, "paired_gap": float(gap.mean()),
+            "paired_stderr": block_stderr(gap, overlap_block(task))}
 
 
 def score_baselines(row_id, results=DEFAULT_BASELINES, eval_tasks=None, task_config=None, verbose=1):

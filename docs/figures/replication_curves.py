@@ -24,8 +24,8 @@ import pandas as pd  # noqa: E402
 
 
 def read_curve(run_dir):
-    """``(label, metrics)``: the run's model name from its spec and its validation rows
-    (`step`, `val_loglik`, `val_loglik_stderr`)."""
+    """``(label, metrics)``: the run directory's name and its validation rows (`step`,
+    `val_loglik`, `val_loglik_stderr`)."""
     run_dir = Path(run_dir)
     metrics = pd.read_csv(run_dir / "metrics.csv").dropna(subset=["val_loglik"])
     if metrics.empty:

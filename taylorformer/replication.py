@@ -229,7 +229,8 @@ def device_name():
 def source_commit():
     """``git describe`` of the checkout this package runs from (``-dirty`` with local
     changes to tracked files other than :data:`RECORDED_RESULTS` and
-    :data:`RECORDED_BASELINES`, which recording a result changes), or ``"unknown"`` for an installed package outside git."""
+    :data:`RECORDED_BASELINES`, which recording a result changes), or ``"unknown"`` for an
+    installed package outside git."""
     def git(*args):
         return subprocess.run(["git", "-C", os.path.dirname(RECORDED_RESULTS), *args], capture_output=True,
                               text=True, timeout=10, check=True).stdout
@@ -440,8 +441,8 @@ def status(row, ours, baseline, earlier=None):
     paired one, ``ours["paired"]``, where the line has it for that baseline, else the two
     means' combined standard error), ``reproduced`` (within the paper's ``+-``, or within
     half a unit of its last printed digit where it prints none), ``within 2 se`` (within
-    twice our standard error),
-    ``below paper`` / ``above paper`` (worse / better than the paper beyond that).
+    twice our standard error), ``below paper`` / ``above paper`` (worse / better than the
+    paper beyond that); the reasons of these four end with the paired gap where there is one.
     The paper's value is :attr:`Row.paper_comparable` (rescaled where its code scaled it).
     "Below" and "above" mean worse and better: for an NLL or MSE, below is higher. A
     standard error that is missing (fewer than two blocks of windows) or understated (``iid``
@@ -458,14 +459,16 @@ def status(row, ours, baseline, earlier=None):
         return "not run", "no result recorded"
     sign = 1 if row.higher_is_better else -1
     value, stderr = ours["value"], None if ours.get("stderr_understated") else ours["stderr"]
+    paired_note = ""
     if baseline is not None and baseline["kind"] == "reference":
         paired = ours.get("paired")
         if paired and paired["baseline"] == baseline["name"] and paired["stderr"] is not None:
-            gap = sign * paired["gap"]
-            if gap < -2 * paired["stderr"]:
+            paired_note = (f"paired window by window ours - {baseline['name']} = "
+                           f"{paired['gap']:+.3g} +- {paired['stderr']:.2g}")
+            if sign * paired["gap"] < -2 * paired["stderr"]:
                 return "below baseline", (f"{baseline['name']} scores {baseline['value']:.4g} on the same tasks, "
-                                          f"ours {value:.4g}; paired window by window ours - {baseline['name']} = "
-                                          f"{paired['gap']:+.3g} +- {paired['stderr']:.2g}")
+                                          f"ours {value:.4g}; {paired_note}")
+            paired_note = "; " + paired_note
         elif sign * (value - baseline["value"]) < -2 * _gap_se(stderr, baseline["stderr"]):
             unknown = [f"{who} {'understated' if understated else 'not estimable'}" for who, error, understated in
                        (("ours", stderr, ours.get("stderr_understated")), ("the baseline's", baseline["stderr"], False))
@@ -479,10 +482,11 @@ def status(row, ours, baseline, earlier=None):
     tolerance = error if error else 0.5 * 10 ** -digits / (row.paper_scale or 1.0)
     gap = sign * (value - paper)
     if abs(gap) <= tolerance:
-        return "reproduced", f"within the paper's {'+-' if error else 'rounding'} {tolerance:.2g}"
+        return "reproduced", f"within the paper's {'+-' if error else 'rounding'} {tolerance:.2g}{paired_note}"
     if stderr is not None and abs(gap) <= 2 * stderr:
-        return "within 2 se", f"the gap {gap:+.3g} is within twice our standard error {stderr:.2g}"
-    return ("above paper" if gap > 0 else "below paper"), f"{'better' if gap > 0 else 'worse'} by {abs(gap):.3g}"
+        return "within 2 se", f"the gap {gap:+.3g} is within twice our standard error {stderr:.2g}{paired_note}"
+    return ("above paper" if gap > 0 else "below paper"), (f"{'better' if gap > 0 else 'worse'} by {abs(gap):.3g}"
+                                                           f"{paired_note}")
 
 
 def _by_row(path):
@@ -549,7 +553,7 @@ def markdown_table(listed=None):
             o = item["ours"]
             method = o["stderr_method"] + (": not used for the status" if o.get("stderr_understated") else "")
             ours = f"{_cell(o['value'])} ± {_cell(o['stderr'], 2) or 'n/a'} ({method}, {o['num_tasks']} tasks)"
-            budget = f"{o['steps']:,} / {o['paper_steps']:,} steps ({100 * o['budget_fraction']:.2g}%)"
+            budget = f"{o['steps']:,} / {o['paper_steps']:,} steps ({100 * o['budget_fraction']:.3g}%)"
             wall = "" if o["wall_s"] is None else f"{o['wall_s']:,.0f} s"
         b = item["baseline"]
         baseline = (f"{b['name']}{' (ceiling)' if b['kind'] == 'ceiling' else ''}: {_cell(b['value'])} ± "
@@ -815,12 +819,16 @@ def one_line(exc):
 
 
 def comparison(row, record):
-    """One line: the paper's value against ours (mean +- standard error) and the gap."""
+    """One line: the paper's value against ours (mean +- standard error) and the gap, to the
+    paper's value on our scale (:attr:`Row.paper_comparable`: per window where its code
+    divided by more, as the status compares)."""
     value, stderr = float(record["value"]), float(record["stderr"])
-    gap = value - row.paper_value
+    paper = row.paper_comparable[0]
+    gap = value - paper
     better = (gap > 0) == row.higher_is_better
     verdict = "at the paper's value" if gap == 0 else ("better than" if better else "worse than") + " the paper"
-    return (f"{row.id}: paper {format_value(row)} ({row.paper_error_kind or 'as printed'}); ours "
+    rescaled = "" if paper == row.paper_value else f", per window {paper:.4g}"
+    return (f"{row.id}: paper {format_value(row)} ({row.paper_error_kind or 'as printed'}{rescaled}); ours "
             f"{value:.4g} +- {stderr:.2g} (standard error over {record['num_tasks']} tasks, budget "
             f"{record['budget']}, {record['steps']} steps); {row.metric} {gap:+.4g}: {verdict}")
 

@@ -233,6 +233,18 @@ def test_status_of_each_case():
     assert replication.status(sir, _ours(0.1), None)[0] == "not comparable"
 
 
+def test_the_printed_comparison_uses_the_papers_value_per_window():
+    """`replicate` prints the gap to the value the status compares with: the exchange
+    rate's printed -1.31 is -1.31 x 1518 / 1326 per window."""
+    row = replication.get_row("taylorformer-exchange-rate-96-nll")
+    record = {"value": -1.8, "stderr": 0.13, "num_tasks": 1327, "budget": "paper", "steps": 40000}
+    line = replication.comparison(row, record)
+    assert "(std over 5 runs, per window -1.5)" in line and "nll -0.3003: better than the paper" in line
+    gp = replication.get_row("taylorformer-gp-eq")  # no rescaling: the printed value itself
+    line = replication.comparison(gp, {**record, "value": 4.0, "stderr": 0.01})
+    assert "paper 4.13 +- 0.03 (std over" in line and "per window" not in line and "loglik -0.13: worse" in line
+
+
 def test_status_uses_the_paired_gap_to_the_baseline():
     """Ours 0.01 worse than persistence: inside the two scores' combined error bars, but
     outside the paired one (the difference window by window), which decides where the line
@@ -249,6 +261,12 @@ def test_status_uses_the_paired_gap_to_the_baseline():
     assert replication.status(row, other, persistence)[0] != "below baseline"
     better = {**ours, "paired": {"baseline": "persistence", "gap": -0.01, "stderr": 0.003}}
     assert replication.status(row, better, persistence)[0] != "below baseline"
+    # a line better than the paper but level with persistence says both
+    level = {**_ours(-1.80, 0.13), "paired": {"baseline": "persistence", "gap": -0.052, "stderr": 0.062}}
+    assert replication.status(row, level, persistence) == (
+        "above paper", "better by 0.3; paired window by window ours - persistence = -0.052 +- 0.062")
+    assert replication.status(row, {**level, "paired": other["paired"]}, persistence) == ("above paper",
+                                                                                         "better by 0.3")
 
 
 def test_paired_gap_is_ours_minus_the_best_forecast_baseline_window_by_window():
@@ -351,6 +369,8 @@ def test_docs_table_is_generated_from_the_packaged_csvs():
     listed = replication.list_rows(results=replication.RECORDED_RESULTS,
                                    baselines=replication.RECORDED_BASELINES)
     assert table == replication.markdown_table(listed), "run `python -m taylorformer.replication`"
+    paper_budget = next(line for line in table.splitlines() if "`taylorformer-exchange-rate-96-nll`" in line)
+    assert "| 40,000 / 40,000 steps (100%) |" in paper_budget  # the fraction printed plainly, not 1e+02%
 
 
 # ----------------------------------------------------------------------------- ETTm2 end to end

@@ -459,16 +459,15 @@ def status(row, ours, baseline, earlier=None):
         return "not run", "no result recorded"
     sign = 1 if row.higher_is_better else -1
     value, stderr = ours["value"], None if ours.get("stderr_understated") else ours["stderr"]
-    paired_note = ""
+    paired_text = None
     if baseline is not None and baseline["kind"] == "reference":
         paired = ours.get("paired")
         if paired and paired["baseline"] == baseline["name"] and paired["stderr"] is not None:
-            paired_note = (f"paired window by window ours - {baseline['name']} = "
+            paired_text = (f"paired window by window ours - {baseline['name']} = "
                            f"{paired['gap']:+.3g} +- {paired['stderr']:.2g}")
             if sign * paired["gap"] < -2 * paired["stderr"]:
                 return "below baseline", (f"{baseline['name']} scores {baseline['value']:.4g} on the same tasks, "
-                                          f"ours {value:.4g}; {paired_note}")
-            paired_note = "; " + paired_note
+                                          f"ours {value:.4g}; {paired_text}")
         elif sign * (value - baseline["value"]) < -2 * _gap_se(stderr, baseline["stderr"]):
             unknown = [f"{who} {'understated' if understated else 'not estimable'}" for who, error, understated in
                        (("ours", stderr, ours.get("stderr_understated")), ("the baseline's", baseline["stderr"], False))
@@ -481,6 +480,7 @@ def status(row, ours, baseline, earlier=None):
     digits = len(printed.split(".")[1]) if "." in printed and "e" not in printed else 0
     tolerance = error if error else 0.5 * 10 ** -digits / (row.paper_scale or 1.0)
     gap = sign * (value - paper)
+    paired_note = f"; {paired_text}" if paired_text else ""
     if abs(gap) <= tolerance:
         return "reproduced", f"within the paper's {'+-' if error else 'rounding'} {tolerance:.2g}{paired_note}"
     if stderr is not None and abs(gap) <= 2 * stderr:

@@ -4,13 +4,15 @@ exchange-rate replication runs (docs/replication.md).
 The exchange-rate task z-scores the series with the training split's statistics (the
 paper's protocol). The rates drift: the validation windows' context means lie at z-scores
 the training windows never reach. This script scores a run's model on the validation (or
-test) windows twice, teacher-forced one step as the replication rows are:
+test) windows twice, teacher-forced one step as the replication rows are (log-likelihood and
+squared error of the predictive mean, per target point):
 
 * ``as is``: the windows as the task gives them;
 * ``level-shifted``: each window (context and targets) minus its context mean in z-units,
   plus the training windows' median context mean, so that every window sits at a level
   seen in training. A shift of y changes no log-density Jacobian, so the two log-
-  likelihoods are comparable: a model that forecasts changes, not levels, scores the same.
+  likelihoods are comparable: a model that forecasts changes, not levels, scores the same
+  (the squared error too: the shift is undone on the mean and the target alike).
 
 A gap between the two is the part of the score that comes from the level the model has
 never seen. Usage (the exchange-rate data found through ``TAYLORFORMER_DATA_MIRROR`` where
@@ -58,21 +60,23 @@ def score(run_dir, checkpoint, split, num_windows, batch_size=32):
     starts = starts[np.linspace(0, len(starts) - 1, min(num_windows, len(starts))).astype(int)]
     train_level = np.median(context_means(task, task.window_starts("train")))
     levels = context_means(task, starts)
-    out = {"as is": [], "level-shifted": []}
+    out = {"as is": ([], []), "level-shifted": ([], [])}  # (loglik [B], squared error [B * Nt])
     for i in range(0, len(starts), batch_size):
         chunk = starts[i:i + batch_size]
         batch = task.batch(chunk)
-        out["as is"].append(batch_metrics(model, batch)["loglik"])
         shift = context_means(task, chunk) - train_level
-        out["level-shifted"].append(batch_metrics(model, shifted(batch, shift))["loglik"])
+        for name, b in (("as is", batch), ("level-shifted", shifted(batch, shift))):
+            metrics = batch_metrics(model, b)
+            out[name][0].append(metrics["loglik"])
+            out[name][1].append(metrics["sq_err"])
     train_levels = context_means(task, task.window_starts("train"))
     print(f"{run_dir} [{checkpoint}], {len(starts)} {split} windows: context-mean z "
           f"{levels.min():.2f}..{levels.max():.2f} (training windows {train_levels.min():.2f}.."
           f"{train_levels.max():.2f}, median {train_level:.2f})")
-    for name, values in out.items():
-        v = np.concatenate(values)
+    for name, (logliks, sq_errs) in out.items():
+        v = np.concatenate(logliks)
         print(f"  {name:14s} loglik per point: mean {v.mean():9.3f}  median {np.median(v):9.3f}  "
-              f"min {v.min():9.3f}")
+              f"min {v.min():9.3f}  mse {np.concatenate(sq_errs).mean():.6g}")
 
 
 def main():

@@ -589,7 +589,7 @@ def test_cli_list_shows_every_row_with_our_last_value(tmp_path, capsys):
     assert "bsa-tnp-gp2d-shifted" in recorded and " *" not in by_id["bsa-tnp-gp2d-shifted"]  # the user's wins
     assert "taylorformer-celeba" not in recorded and "not run" in by_id["taylorformer-celeba"]
     # recorded under an earlier protocol (noise 1e-3): not run under the current one
-    assert "not run" in by_id["taylorformer-gp-eq"].split("4.13 +- 0.03")[1]
+    assert "not run" in by_id["taylorformer-gp-matern52"].split("3.87 +- 0.05")[1]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -58,25 +58,25 @@ def score(run_dir, checkpoint, split, num_windows, batch_size=32):
         load_weights(model, run_dir, checkpoint)
     starts = task.window_starts(split)
     starts = starts[np.linspace(0, len(starts) - 1, min(num_windows, len(starts))).astype(int)]
-    train_level = np.median(context_means(task, task.window_starts("train")))
+    train_levels = context_means(task, task.window_starts("train"))
+    train_level = np.median(train_levels)
     levels = context_means(task, starts)
-    out = {"as is": ([], []), "level-shifted": ([], [])}  # (loglik [B], squared error [B * Nt])
+    # per variant: loglik [B] and squared error [B * Nt] of each batch
+    out = {name: {"loglik": [], "sq_err": []} for name in ("as is", "level-shifted")}
     for i in range(0, len(starts), batch_size):
-        chunk = starts[i:i + batch_size]
-        batch = task.batch(chunk)
-        shift = context_means(task, chunk) - train_level
+        batch = task.batch(starts[i:i + batch_size])
+        shift = levels[i:i + batch_size] - train_level
         for name, b in (("as is", batch), ("level-shifted", shifted(batch, shift))):
             metrics = batch_metrics(model, b)
-            out[name][0].append(metrics["loglik"])
-            out[name][1].append(metrics["sq_err"])
-    train_levels = context_means(task, task.window_starts("train"))
+            for key, values in out[name].items():
+                values.append(metrics[key])
     print(f"{run_dir} [{checkpoint}], {len(starts)} {split} windows: context-mean z "
           f"{levels.min():.2f}..{levels.max():.2f} (training windows {train_levels.min():.2f}.."
           f"{train_levels.max():.2f}, median {train_level:.2f})")
-    for name, (logliks, sq_errs) in out.items():
-        v = np.concatenate(logliks)
+    for name, values in out.items():
+        v = np.concatenate(values["loglik"])
         print(f"  {name:14s} loglik per point: mean {v.mean():9.3f}  median {np.median(v):9.3f}  "
-              f"min {v.min():9.3f}  mse {np.concatenate(sq_errs).mean():.6g}")
+              f"min {v.min():9.3f}  mse {np.concatenate(values['sq_err']).mean():.6g}")
 
 
 def main():

@@ -28,6 +28,7 @@ import subprocess
 import zipfile
 
 from taylorformer.errors import ModelFileError, SpecError
+from taylorformer.files import atomic_path
 from taylorformer.normaliser import Normaliser
 
 FORMAT = 1
@@ -268,10 +269,9 @@ def format_info(info):
 def update_card(path, **entries):
     """Set ``entries`` in the card of the model file ``path`` (e.g. ``evaluation=...``):
     the archive is copied beside it with its ``config.json`` changed, then renamed over it
-    (:func:`taylorformer.workflow.run_dir.atomic_path`). A file without a card is left alone
+    (:func:`taylorformer.files.atomic_path`). A file without a card is left alone
     (returns False)."""
     from taylorformer.normaliser import _jsonable
-    from taylorformer.workflow.run_dir import atomic_path
 
     config = _zip_config(path)
     card = config["config"].get("model_card")

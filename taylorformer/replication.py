@@ -55,8 +55,9 @@ from taylorformer.errors import RunDirectoryError, SpecError, TaylorformerError
 from taylorformer.experiment import (  # noqa: F401 - the rows' records, re-exported for plugins
     CEILINGS, METRICS, OPTIMIZERS, OWNER, SCHEDULES, Evaluation, Row, SmallBudget, Training, format_value,
     register_rows)
-from taylorformer.workflow.run_dir import RunDirectory, atomic_write_text
+from taylorformer.files import atomic_write_text
 from taylorformer.spec import deep_merge
+from taylorformer.workflow.run_dir import RunDirectory
 
 BUDGETS = ("paper", "small")
 #: most validation batches per validation under a budget other than ``paper``

@@ -96,7 +96,7 @@ def plot_field(source, variable=None, max_side=1000, title=None):
 
 def save_field_plot(source, out, variable=None, max_side=1000):
     """Draw :func:`plot_field` to the PNG ``out`` (written atomically); returns ``out``."""
-    from taylorformer.workflow.run_dir import atomic_path
+    from taylorformer.files import atomic_path
 
     if not str(out).lower().endswith(".png"):
         raise BatchError(f"field plot must be a .png path, got {out!r}")

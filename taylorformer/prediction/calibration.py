@@ -411,7 +411,7 @@ def _read_file(run_dir):
 def save_recalibration(run_dir, checkpoint, record):
     """Store ``record`` as the recalibration of ``checkpoint`` in ``RUN_DIR/calibration.json``
     (atomically; the other checkpoint's entry is kept). Returns the path."""
-    from taylorformer.workflow.run_dir import atomic_write_text
+    from taylorformer.files import atomic_write_text
 
     path, data = _read_file(run_dir)
     data[checkpoint] = record

@@ -467,7 +467,7 @@ def predict_field(model, context, grid, output=None, *, task=None, normaliser=No
     forward pass; ``spread_scale``: a recalibration ``[Dy]`` (:mod:`taylorformer.prediction.calibration`);
     ``max_cells``: refuse a larger grid (default :data:`MAX_GRID_CELLS`)."""
     from taylorformer.prediction.calibration import apply_spread_scale
-    from taylorformer.workflow.run_dir import atomic_path, check_output_path
+    from taylorformer.files import atomic_path, check_output_path
 
     check_int("predict_field", "chunk_size", chunk_size)
     max_cells = check_int("predict_field", "max_cells", MAX_GRID_CELLS if max_cells is None else max_cells)
@@ -595,7 +595,8 @@ def predict_field_run(run_dir, grid, context, output, checkpoint="best", recalib
     units, inputs the grid dims' coordinates); ``output`` a new ``.nc`` file (never one of
     the run's or one it reads). Returns ``(output, cells)``."""
     from taylorformer.prediction import calibration
-    from taylorformer.workflow.run_dir import RunDirectory, check_output_path
+    from taylorformer.files import check_output_path
+    from taylorformer.workflow.run_dir import RunDirectory
     from taylorformer.workflow.runs import load_run
 
     if not str(output).lower().endswith(".nc"):

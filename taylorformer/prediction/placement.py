@@ -328,7 +328,7 @@ def write_placement(path, placement):
     ``.nc`` (the same over dimensions ``rank`` and ``input``, ``units`` an attribute of the
     dataset and of ``acquisition``/``remaining``). Written to a temporary file, then renamed."""
     from taylorformer.prediction.query import check_format
-    from taylorformer.workflow.run_dir import atomic_path
+    from taylorformer.files import atomic_path
 
     ext = check_format(path, (".npz", ".nc", ".csv"))
     table = placement.table
@@ -356,7 +356,7 @@ def write_placement(path, placement):
 
 def _check_writable(path, what, reads, run_dir):
     """Refuse to write ``path`` over a file this command reads or a file of the run."""
-    from taylorformer.workflow.run_dir import RUN_FILES
+    from taylorformer.files import RUN_FILES
 
     real = os.path.realpath(path)
     for read in reads:
@@ -427,7 +427,8 @@ def place_run(run_dir, candidates, output, context=None, region=None, k=1, crite
     with a warning. Never writes over a file it reads or a file of the run. Returns the
     :class:`Placement`."""
     from taylorformer.prediction import query as q
-    from taylorformer.workflow.run_dir import RunDirectory, atomic_path
+    from taylorformer.files import atomic_path
+    from taylorformer.workflow.run_dir import RunDirectory
 
     check_choice("run", "checkpoint", checkpoint, ("best", "model"))
     q.check_format(output, (".npz", ".nc", ".csv"))  # bad output names fail before any work

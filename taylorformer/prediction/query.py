@@ -362,7 +362,7 @@ def write_predictions(path, query, result, normaliser=None):
     of (:func:`to_data_units`): the CSV columns take its variable names (``mean_<name>``),
     the ``.nc`` its names as ``input``/``output`` coordinates and ``units`` attributes, the
     ``.npz`` ``x_names``, ``y_names`` and ``y_units``."""
-    from taylorformer.workflow.run_dir import atomic_path
+    from taylorformer.files import atomic_path
 
     ext = check_format(path, (".npz", ".nc", ".csv"))
     arrays = {"xt": query["xt"], **result}

@@ -54,127 +54,13 @@ import shutil
 import tempfile
 import warnings
 
+from taylorformer import files
 from taylorformer.errors import RunDirectoryError, TaylorformerError
+from taylorformer.files import CHECKPOINT_DIR, LOCK_FILE, RUN_FILES, atomic_write_text
 
-CHECKPOINT_DIR = "checkpoints"
-LOCK_FILE = ".lock"
-RUN_FILES = ("spec.json", "config.json", "metrics.csv", "best.keras", "model.keras", CHECKPOINT_DIR)
 CHECKPOINT_NAME = re.compile(r"step-\d{8}")
 METRIC_FIELDS = ["step", "train_loss", "val_loglik", "val_loglik_stderr", "val_gt_loglik",
                  "learning_rate", "skipped_steps", "elapsed_s"]
-_UMASK = os.umask(0o022)  # read the umask (mkstemp/mkdtemp create 0600/0700) and put it back
-os.umask(_UMASK)
-
-
-def _fsync(path, flags=os.O_NOFOLLOW):
-    """fsync a file (never through a symlink)."""
-    fd = os.open(path, os.O_RDONLY | flags)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path):
-    """fsync a directory, so that a rename inside it survives a power loss."""
-    _fsync(path, os.O_DIRECTORY)
-
-
-def _remove(path):
-    """Delete a file, symlink (never its target) or directory tree."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
-
-
-def _alive(pid):
-    """Whether process ``pid`` exists (on this machine)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, another user's
-        return True
-    return True
-
-
-def remove_stale_temps(path):
-    """Remove the temp files of ``path`` (``.tmp-NAME-PID-*``) whose writing process is
-    gone: what a writer killed before it could clean up left behind."""
-    directory, name = os.path.split(os.path.abspath(path))
-    prefix = f".tmp-{name}-"
-    with contextlib.suppress(OSError):
-        for entry in os.listdir(directory):
-            pid = entry[len(prefix):].split("-", 1)[0] if entry.startswith(prefix) else ""
-            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-                with contextlib.suppress(OSError):
-                    _remove(os.path.join(directory, entry))
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """Yield a temp path next to ``path`` (``.tmp-NAME-PID-*``, created exclusively) for
-    the caller to write; on success it is fsynced, renamed over ``path`` and the directory
-    fsynced; on an error it is removed and ``path`` is untouched. Temp files of ``path``
-    left by a killed writer (its PID gone) are removed first."""
-    directory = os.path.dirname(os.path.abspath(path))
-    remove_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.path.basename(path)}-{os.getpid()}-", dir=directory)
-    os.fchmod(fd, 0o666 & ~_UMASK)
-    os.close(fd)
-    try:
-        yield tmp
-        _fsync(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(directory)
-
-
-def atomic_write_text(path, text):
-    """Write ``text`` to ``path`` through :func:`atomic_path`."""
-    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
-        fh.write(text)
-
-
-#: names a run directory owns besides :data:`RUN_FILES` (never an output of another command)
-OWNED_NAMES = RUN_FILES + (LOCK_FILE, "tensorboard")
-
-
-def check_output_path(path, flag="--output", reads=(), run_dir=None):
-    """``path`` when a command may write its output there; else :class:`OutputPathError`
-    naming it. Refused: a directory; a path whose directory does not exist; the same file
-    (through symlinks or hard links) as one of ``reads`` (the files the command reads);
-    and, with ``run_dir``, one of that run's own files: an entry of :data:`OWNED_NAMES`, a
-    temp file (``.tmp-*``) or anything in one of its subdirectories (``checkpoints/...``).
-    A new file of one's own directly in the run directory (``RUN/predictions.csv``) is fine."""
-    from taylorformer.errors import OutputPathError
-
-    text = os.fspath(path)
-    if not text or text.endswith(os.sep) or os.path.isdir(text):
-        raise OutputPathError(f"{flag} {text!r} is a directory; name a file")
-    directory = os.path.dirname(os.path.abspath(text))
-    if not os.path.isdir(directory):
-        raise OutputPathError(f"{flag} {text}: directory {directory} does not exist; create it first")
-    if os.path.exists(text):
-        for read in reads:
-            if read is not None and os.path.exists(read) and os.path.samefile(text, read):
-                raise OutputPathError(f"{flag} {text} is the file the command reads ({read}); "
-                                      "writing it would replace that data: name another file")
-    if run_dir is not None and os.path.isdir(run_dir):
-        real_run = os.path.realpath(run_dir)
-        real = os.path.join(os.path.realpath(directory), os.path.basename(text))
-        if os.path.islink(text):
-            real = os.path.realpath(text)
-        parts = os.path.relpath(real, real_run).split(os.sep)
-        if parts[0] != os.pardir and (len(parts) > 1 or parts[0] in OWNED_NAMES + (os.curdir,)
-                                      or parts[0].startswith(".tmp-")):
-            raise OutputPathError(f"{flag} {text} is one of the run's own files (in {run_dir}); "
-                                  "a command never overwrites a run: name a file outside it")
-    return text
 
 
 class RunDirectory:
@@ -245,7 +131,7 @@ class RunDirectory:
             for directory in (self.path, self.file(CHECKPOINT_DIR)):
                 for name in os.listdir(directory) if os.path.isdir(directory) else ():
                     if name.startswith(".tmp-"):
-                        _remove(os.path.join(directory, name))
+                        files.remove_path(os.path.join(directory, name))
             yield self
 
     # ------------------------------------------------------------------ spec and config
@@ -290,11 +176,11 @@ class RunDirectory:
         try:
             tmp = os.path.join(tmpdir, name)
             model.save(tmp)
-            _fsync(tmp)
+            files.fsync_file(tmp)
             os.replace(tmp, self.file(name))
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
-        _fsync_dir(self.path)
+        files.fsync_dir(self.path)
 
     def load_model(self, checkpoint="best"):
         """The model of ``best.keras`` (``checkpoint="best"``) or ``model.keras``
@@ -386,16 +272,16 @@ class RunDirectory:
         try:
             checkpoint.write(os.path.join(tmp, "ckpt"))
             for entry in os.listdir(tmp):
-                _fsync(os.path.join(tmp, entry))
-            _fsync_dir(tmp)
-            os.chmod(tmp, 0o777 & ~_UMASK)
+                files.fsync_file(os.path.join(tmp, entry))
+            files.fsync_dir(tmp)
+            os.chmod(tmp, 0o777 & ~files.UMASK)
             if os.path.lexists(final):  # left over from before a resume fell back past it
-                _remove(final)
+                files.remove_path(final)
             os.replace(tmp, final)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        _fsync_dir(root)
+        files.fsync_dir(root)
         atomic_write_text(os.path.join(root, "latest"), name)
         older = [n for n in self.checkpoints() if n < name]
         for old in older[:max(len(older) - (keep - 1), 0)]:

@@ -22,7 +22,8 @@ from taylorformer.checks import check_choice, check_int, check_memory, check_num
 from taylorformer.errors import (BatchError, RunDirectoryError, SpecError, TaskError, TaylorformerError,
                                  UnknownComponentError)
 from taylorformer.workflow.evaluation import check_evaluate_options, evaluate
-from taylorformer.workflow.run_dir import RunDirectory, atomic_path, check_output_path
+from taylorformer.files import atomic_path, check_output_path
+from taylorformer.workflow.run_dir import RunDirectory
 from taylorformer.task import make_task, plot_task
 
 #: what a task object needs to train and evaluate (see :mod:`taylorformer.task`)

@@ -147,7 +147,7 @@ def test_predict_never_overwrites_what_it_reads_or_the_run(run_dir, tmp_path, ca
 
 
 def test_a_killed_writers_temp_file_is_removed_by_the_next_write(tmp_path):
-    from taylorformer.workflow.run_dir import atomic_write_text
+    from taylorformer.files import atomic_write_text
 
     target = tmp_path / "out.csv"
     dead = tmp_path / ".tmp-out.csv-999999999-abc"  # no such pid

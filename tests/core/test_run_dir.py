@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from taylorformer.workflow import run_dir as run_dir_module
+from taylorformer import files
 from taylorformer.workflow import runs, training
 from taylorformer.errors import RunDirectoryError
 from taylorformer.workflow.run_dir import RunDirectory
@@ -146,7 +146,7 @@ def test_writes_never_follow_planted_symlinks_and_are_fsynced(tmp_path, monkeypa
     for name in old_fixed_names:
         os.symlink(victim, path / name)
     synced = []
-    monkeypatch.setattr(run_dir_module, "_fsync_dir", lambda d: synced.append(os.path.abspath(d)))
+    monkeypatch.setattr(files, "fsync_dir", lambda d: synced.append(os.path.abspath(d)))
     run = RunDirectory(str(path))
 
     run.write_definition({"s": 1}, {"train": {}, "task": "gp", "task_config": {}})
@@ -169,7 +169,7 @@ def test_writes_never_follow_planted_symlinks_and_are_fsynced(tmp_path, monkeypa
     # the checkpoint's own directory, the checkpoints directory, latest)
     assert synced.count(root) == 4 and synced.count(ckpts) == 2
     assert any(os.path.dirname(d) == ckpts and ".tmp-step-00000003" in d for d in synced)
-    assert oct((path / "spec.json").stat().st_mode & 0o777) == oct(0o666 & ~run_dir_module._UMASK)
+    assert oct((path / "spec.json").stat().st_mode & 0o777) == oct(0o666 & ~files.UMASK)
 
 
 def test_opening_a_run_removes_temp_files_of_a_killed_writer_only(tmp_path):

@@ -19,6 +19,16 @@ Protocol, for the selected ``T`` time steps (``time_range``) and ``Ny x Nx`` cel
   replacement among the ``W Ny Nx`` cells of the window (``targets="any"``), or the
   targets from the last step and the context from the earlier ones (``targets="last"``:
   forecasting the next field).
+* Default counts (:data:`DEFAULT_COUNTS`, the images' rule,
+  :func:`taylorformer.task.scaled_range`): ``num_context = [64, 256]`` and
+  ``num_target = 256`` where the cells a task draws from hold them (``W Ny Nx >= 512``;
+  ``targets="last"``: 256 cells in the earlier steps for the context, 256 in the last step
+  for the targets); on fewer ``n`` cells each upper count is scaled by ``n / 512`` (by
+  ``n / 256`` on its own pool with ``targets="last"``; floor, at least 1 target) and each
+  lower count capped at its upper, so a window of any size holds them (a 1 x 9 x 11
+  window: ``[49, 49]`` and ``[49, 49]``). With ``missing="drop"`` ``n`` is the median
+  number of observed cells of the training windows (per pool with ``targets="last"``).
+  Given counts that a window cannot hold are an error naming them and the file.
 * Missing values (NaN cells: land in a sea-surface field, clouds in a satellite product),
   ``missing``: ``"mask"`` (default) keeps them as NaN outputs in the batches: such a
   cell is never an observed context point nor a scored target
@@ -54,7 +64,7 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, count_range, real_pair
+from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, count_range, real_pair, scaled_range
 from taylorformer.tasks.csv_series import RESOLUTION, DataFileNotFoundError, check_split, maps_back, split_cuts
 from taylorformer.tasks.sphere import latlon_to_xyz, xyz_to_latlon
 
@@ -65,6 +75,9 @@ TARGETS = ("any", "last")
 MISSING_POLICIES = ("mask", "drop", "error")
 #: float64 values read per block of the streamed statistics pass
 BLOCK_VALUES = 2**22
+#: ``(num_context, num_target)`` ``(lo, hi)`` defaults where the cells drawn from hold them
+#: (module docstring; scaled down on a smaller window)
+DEFAULT_COUNTS = ((64, 256), (256, 256))
 
 
 def _describe(source):
@@ -129,7 +142,8 @@ class GriddedTask(Task):
         time_range: ``[first, last]`` (inclusive; dates as text, or coordinate values).
         select: ``{dim: value}`` for other dims (e.g. ``{"level": 500}``), by label.
         window_length: time steps per task ``W``.
-        num_context, num_target: cells per task (int or ``[lo, hi]``).
+        num_context, num_target: cells per task (int or ``[lo, hi]``; None: derived from
+            what a window holds, see "Default counts" in the module docstring).
         targets: ``"any"`` or ``"last"`` (see the module docstring).
         split: chronological train/val/test ratios of the time steps.
         space: ``"latlon"`` or ``"xyz"`` on the sphere (ignored on a planar grid).
@@ -142,7 +156,7 @@ class GriddedTask(Task):
     dim_y = 1
 
     def __init__(self, path=None, variable=None, region=None, time_range=None, select=None,
-                 window_length=1, num_context=(64, 256), num_target=256, targets="any",
+                 window_length=1, num_context=None, num_target=None, targets="any",
                  split=(0.7, 0.1, 0.2), space="latlon", engine=None, time_dim=None, missing="mask"):
         if path is None:
             raise TaskError(f"{OWNER} needs path= (a netCDF file or zarr store, or an xarray/NumPy object)")
@@ -150,8 +164,8 @@ class GriddedTask(Task):
         self.rebuildable = self.path is not None
         self.where = _describe(path)
         self.window_length = check_int(OWNER, "window_length", window_length, 1, MAX_COUNT)
-        self.num_context = count_range("num_context", num_context, 0, owner=OWNER)
-        self.num_target = count_range("num_target", num_target, 1, owner=OWNER)
+        given = (None if num_context is None else count_range("num_context", num_context, 0, owner=OWNER),
+                 None if num_target is None else count_range("num_target", num_target, 1, owner=OWNER))
         self.targets = check_choice(OWNER, "targets", targets, TARGETS)
         self.space = check_choice(OWNER, "space", space, SPACES)
         self.missing = check_choice(OWNER, "missing", missing, MISSING_POLICIES)
@@ -175,8 +189,6 @@ class GriddedTask(Task):
             raise TaskError(f"{OWNER} 'time_range' must be [first, last] or None, got {time_range!r}")
         self.time_range = None if time_range is None else list(time_range)
         self.data = self._select(field)  # lazy [T, Ny, Nx]
-        self.max_context, self.max_target = self.num_context[1], self.num_target[1]
-        self._check_counts()
         self.split_bounds = split_cuts(len(self.times), self.split)
         for s, (lo, hi) in self.split_bounds.items():
             if hi - lo < self.window_length:
@@ -184,6 +196,10 @@ class GriddedTask(Task):
                                 f"{hi - lo} time steps (steps {lo}..{hi - 1} of {len(self.times)}, "
                                 f"split {self.split}) but a window needs window_length = {self.window_length}")
         self.mean, self.std, observed = self._scan()
+        defaults = self._default_counts(observed)
+        self.num_context, self.num_target = (d if g is None else g for g, d in zip(given, defaults))
+        self.max_context, self.max_target = self.num_context[1], self.num_target[1]
+        self._check_counts()
         self.starts = self._window_starts(observed)
         self.dim_x = self.space_inputs.shape[-1] + 1
         self.check_memory()
@@ -318,6 +334,28 @@ class GriddedTask(Task):
         steps = slice(int(t_index[0]), int(t_index[-1]) + 1)  # increasing times: contiguous
         return field.isel({self.time_dim: steps, self.space_dims[0]: y_index, self.space_dims[1]: x_index})
 
+    def _default_counts(self, observed):
+        """``(num_context, num_target)`` ``(lo, hi)`` defaults: :data:`DEFAULT_COUNTS` scaled
+        (:func:`~taylorformer.task.scaled_range`) on the cells a task draws from, a window's
+        ``W Ny Nx`` (``targets="last"``: its earlier steps' for the context, its last step's
+        for the targets), or with ``missing="drop"`` the median over the training windows of
+        their observed cells (``observed [T]`` per step)."""
+        ny, nx = self.space_inputs.shape[:2]
+        w, cells = self.window_length, ny * nx
+        earlier, last = (w - 1) * cells, cells
+        if self.missing == "drop":
+            lo, hi = self.split_bounds["train"]
+            starts, csum = np.arange(lo, hi - w + 1), np.concatenate([[0], np.cumsum(observed)])
+            earlier = int(np.median(csum[starts + w - 1] - csum[starts]))
+            last = int(np.median(observed[starts + w - 1]))
+        (c_lo, c_hi), (t_lo, t_hi) = DEFAULT_COUNTS
+        if self.targets == "last":
+            pools, references = (earlier, last), (c_hi, t_hi)
+        else:
+            pools, references = (earlier + last,) * 2, (c_hi + t_hi,) * 2
+        return (scaled_range(c_lo, c_hi, pools[0], references[0]),
+                scaled_range(t_lo, t_hi, pools[1], references[1], least=1))
+
     def _check_counts(self):
         ny, nx = self.space_inputs.shape[:2]
         w, cells = self.window_length, ny * nx
@@ -328,10 +366,11 @@ class GriddedTask(Task):
                 if high > pool:
                     raise TaskError(f"{OWNER} {key!r} allows {high} cells but targets='last' leaves "
                                     f"{pool} ({'earlier steps' if key == 'num_context' else 'last step'} "
-                                    f"of a window of {w} steps on {ny} x {nx} cells)")
+                                    f"of a window of {w} steps on {ny} x {nx} cells of {self.where})")
         elif self.max_context + self.max_target > w * cells:
             raise TaskError(f"{OWNER}: num_context + num_target allow {self.max_context} + "
-                            f"{self.max_target} cells but a window has {w} x {ny} x {nx} = {w * cells}")
+                            f"{self.max_target} cells but a window has {w} x {ny} x {nx} = {w * cells} "
+                            f"in {self.where}; lower them, or leave them out to derive them from the window")
 
     def _cell(self, index):
         """Text naming selected cell ``index = (step, row, column)`` by its coordinates."""
@@ -463,7 +502,8 @@ class GriddedTask(Task):
                 "y_names": [str(self.variable)], "y_units": [units(self.data)],
                 "time": series_time(times, column=self.time_dim, window_length=self.window_length),
                 "coordinates": {"space": list(self.space_dims), "time": self.time_dim, "space_inputs": self.space,
-                                "geographic": self.geographic},
+                                "geographic": self.geographic, "span": [float(np.ptp(g)) for g in self.grid],
+                                "time_input": float(self.time_inputs()[-1])},
                 "source": self.path or self.where,
                 "split_sizes": {s: hi - lo for s, (lo, hi) in self.split_bounds.items()},
                 "split_unit": "time steps"}

@@ -19,6 +19,15 @@ Built from a task by :meth:`Normaliser.from_task`: ``y`` from ``task.to_original
 dict with any of ``x_offset``, ``x_scale``, ``x_names``, ``x_units``, ``x_is``,
 ``y_names``, ``y_units``, ``time``, ``coordinates``); a task without either (a simulated
 task) gets the identity in its own units.
+
+``coordinates`` also says how a field's grid coordinates become the model's inputs
+(:func:`taylorformer.prediction.fields.field_inputs` reads it, never the task): ``span``,
+the extent of the training inputs per input coordinate (coordinate units; a task's
+``context_box`` where its description gives none); and for inputs ``[space, window
+time]`` with feature groups ``s``/``t`` (the ``gridded`` task): ``space`` (the spatial
+coordinate names), ``space_inputs`` (``"xyz"``: latitude/longitude as unit vectors,
+:func:`latlon_to_xyz`), ``geographic`` and ``time_input`` (the window-time input of the
+most recent step). These entries are checked when read (:data:`FIELD_KEYS`).
 """
 import dataclasses
 import json
@@ -37,6 +46,45 @@ GROUP_KEYS = ("sc", "tc", "st", "tt")
 #: largest name/unit/description text kept, and the most dims a saved normaliser holds
 MAX_TEXT = 1000
 MAX_DIM = 4096
+#: the ``coordinates`` entries predict_field reads, checked on every normaliser
+FIELD_KEYS = ("span", "space", "space_inputs", "geographic", "time_input")
+
+
+def latlon_to_xyz(latlon):
+    """``[..., 2]`` (lat, lon) degrees -> ``[..., 3]`` unit vectors (float64): the inputs of
+    a model trained with ``space="xyz"``."""
+    latlon = np.asarray(latlon, np.float64)
+    lat, lon = np.radians(latlon[..., 0]), np.radians(latlon[..., 1])
+    return np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], -1)
+
+
+def _check_field_entries(coordinates):
+    """SpecError unless the :data:`FIELD_KEYS` of ``coordinates`` (where present) are:
+    ``span`` 1 to MAX_DIM finite numbers >= 0 (0: one cell), ``space`` 1 to MAX_DIM names, ``space_inputs``
+    a text, ``geographic`` a bool, ``time_input`` a finite number."""
+    def bad(key, what):
+        raise SpecError(f"normaliser coordinates {key!r} must be {what}, got {coordinates[key]!r:.200}")
+
+    span, space = coordinates.get("span"), coordinates.get("space")
+    if span is not None:
+        try:
+            values = np.asarray(span, np.float64)
+        except (TypeError, ValueError):
+            bad("span", "a list of numbers >= 0")
+        if values.ndim != 1 or not 1 <= values.size <= MAX_DIM or not np.all(np.isfinite(values)) \
+                or np.any(values < 0):
+            bad("span", "a list of finite numbers >= 0")
+    if space is not None and not (isinstance(space, list) and 1 <= len(space) <= MAX_DIM and all(
+            isinstance(n, str) and 0 < len(n) <= MAX_TEXT for n in space)):
+        bad("space", "a list of coordinate names")
+    if coordinates.get("space_inputs") is not None and not (
+            isinstance(coordinates["space_inputs"], str) and len(coordinates["space_inputs"]) <= MAX_TEXT):
+        bad("space_inputs", "a text")
+    if coordinates.get("geographic") is not None and not isinstance(coordinates["geographic"], bool):
+        bad("geographic", "true or false")
+    t = coordinates.get("time_input")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)):
+        bad("time_input", "a finite number")
 
 
 def _probe_affine(to_units, dim, where):
@@ -116,6 +164,8 @@ class Normaliser:
             value = getattr(self, key)
             if value is not None and not isinstance(value, dict):
                 raise SpecError(f"normaliser {key!r} must be a dict or None, got {value!r:.200}")
+        if self.coordinates:
+            _check_field_entries(self.coordinates)
         groups = list(self.groups or [])
         if not all(g in GROUP_KEYS for g in groups):
             raise SpecError(f"normaliser groups must be among {list(GROUP_KEYS)}, got {self.groups!r:.200}")
@@ -181,7 +231,7 @@ class Normaliser:
     def to_dict(self):
         """JSON-ready dict (lists of floats): what the model file holds. Its ``x_offset``,
         ``x_scale``, ``y_offset``, ``y_scale``, ``x_names``, ``y_names`` and ``x_is`` are
-        those :func:`taylorformer.prediction.export.task_normaliser` always gave."""
+        those SavedModels written by :func:`taylorformer.prediction.export.export_model` hold."""
         return {"format": FORMAT, "x_offset": self.x_offset.tolist(), "x_scale": self.x_scale.tolist(),
                 "y_offset": self.y_offset.tolist(), "y_scale": self.y_scale.tolist(),
                 "x_names": list(self.x_names), "y_names": list(self.y_names),
@@ -252,11 +302,15 @@ class Normaliser:
         x_is = info.get("x_is", "raw inputs" if "x_offset" in info else X_AS_BUILT)
         extra = task.extra_signature() if callable(getattr(task, "extra_signature", None)) else {}
         groups = [k for k in GROUP_KEYS if k in extra]
+        coordinates = dict(info.get("coordinates") or {})
+        box = getattr(task, "context_box", None)
+        if "span" not in coordinates and box is not None and np.shape(box) == (dim_x, 2):
+            coordinates["span"] = [float(hi - lo) for lo, hi in np.asarray(box, np.float64)]
         return cls(x_offset, x_scale, y_offset, y_scale,
                    x_names=info.get("x_names") or default_names("x", dim_x),
                    y_names=info.get("y_names") or default_names("y", dim_y),
                    x_units=info.get("x_units") or [None] * dim_x, y_units=info.get("y_units") or [None] * dim_y,
-                   x_is=x_is, time=_jsonable(info.get("time")), coordinates=_jsonable(info.get("coordinates")),
+                   x_is=x_is, time=_jsonable(info.get("time")), coordinates=_jsonable(coordinates or None),
                    task=_jsonable(task_info), groups=groups)
 
     # ------------------------------------------------------------------ text

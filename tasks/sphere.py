@@ -18,15 +18,10 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
+from taylorformer.normaliser import latlon_to_xyz  # one definition, which prediction uses too
 from taylorformer.task import Task, check_choice, check_number, count_range, real_pair, split_names
 from taylorformer.tasks.gaussian_process import JITTER, loglik_from_cholesky
 from taylorformer.tasks.gp import CEILING_KEYS, HYPERPARAMETER_RANGE, MAX_NOISE, ceiling_signature, gp_memory_estimate
-
-
-def latlon_to_xyz(latlon):
-    """``[..., 2]`` (lat, lon) degrees -> ``[..., 3]`` unit vectors (float64)."""
-    lat, lon = np.radians(latlon[..., 0]), np.radians(latlon[..., 1])
-    return np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], -1)
 
 
 def xyz_to_latlon(xyz):

@@ -2,7 +2,7 @@
 (where the file has the field) beside the predictive mean, then the predictive stddev.
 
 Longitude (or the grid's ``X`` axis) is horizontal, latitude vertical, identified by CF
-names, units and attributes (:func:`taylorformer.prediction.fields.coordinate_role`); cells where
+names, units and attributes (:func:`taylorformer.coordinates.coordinate_role`); cells where
 the field is undefined (NaN: land in a sea-surface field) are left blank; axes and colour
 bars carry the coordinates' and the variable's names and units. A grid larger than
 ``max_side`` cells per dim is drawn at a stride (read that way: the file is never loaded
@@ -16,8 +16,8 @@ import os
 import numpy as np
 from matplotlib.figure import Figure
 
+from taylorformer.coordinates import coordinate_role
 from taylorformer.errors import BatchError
-from taylorformer.prediction.fields import coordinate_role
 
 
 def _label(var, fallback):

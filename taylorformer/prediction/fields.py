@@ -46,12 +46,10 @@ import time
 import numpy as np
 
 from taylorformer.checks import check_int
+from taylorformer.coordinates import coordinate_role
 from taylorformer.errors import BatchError
 from taylorformer.prediction.query import DEFAULT_LEVELS, MAX_MAGNITUDE, predict_query
 
-LAT_NAMES, LON_NAMES = ("lat", "latitude"), ("lon", "longitude")
-LAT_UNITS = ("degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn")
-LON_UNITS = ("degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese")
 #: the most cells a grid may have (``predict_field(max_cells=...)`` lowers it)
 MAX_GRID_CELLS = 10**9
 #: the most context points (a field given as the context: its observed cells)
@@ -63,20 +61,6 @@ MIN_BUCKET = 16
 
 
 # ----------------------------------------------------------------------------- names
-def coordinate_role(name, attrs=None):
-    """``"lat"``, ``"lon"`` or None: what a coordinate is, by CF name, units,
-    ``standard_name`` or ``axis`` (``Y``/``X`` only with degree units)."""
-    attrs = attrs or {}
-    units = str(attrs.get("units", "")).strip().lower().replace(" ", "_")
-    standard = str(attrs.get("standard_name", "")).strip().lower()
-    name = str(name).strip().lower()
-    if name in LAT_NAMES or standard in ("latitude", "grid_latitude") or units in LAT_UNITS:
-        return "lat"
-    if name in LON_NAMES or standard in ("longitude", "grid_longitude") or units in LON_UNITS:
-        return "lon"
-    return None
-
-
 def _find(names, wanted, attrs_of, where, what):
     """The one of ``names`` that is ``wanted``: the same name, else the same lat/lon role."""
     if wanted in names:

@@ -1,15 +1,16 @@
 """The records of a published table row (registry kind ``experiment``): :class:`Row` with
 its :class:`Training` and :class:`Evaluation` protocols and :class:`SmallBudget`.
 
-Plain frozen dataclasses that check their values where they enter; this module imports
-neither the registry nor the spec, so the registry can check an experiment's type without
-importing :mod:`taylorformer.replication` (which runs rows and imports both). Plugins
-keep importing these names from :mod:`taylorformer.replication`, which re-exports them.
+Plain frozen dataclasses that check their values where they enter. A :class:`Row` is a
+:class:`taylorformer.plugin_api.ExperimentRecord`: the registry checks the kind by that
+contract class, without importing this module. Plugins keep importing these names from
+:mod:`taylorformer.replication`, which re-exports them.
 """
 import dataclasses
 
 from taylorformer.checks import check_choice, check_int, check_number
 from taylorformer.errors import SpecError
+from taylorformer.plugin_api import ExperimentRecord
 
 #: metric name -> (higher is better, description)
 METRICS = {
@@ -105,7 +106,7 @@ class SmallBudget:
 
 
 @dataclasses.dataclass(frozen=True)
-class Row:
+class Row(ExperimentRecord):
     """One published number and the protocol that reproduces it (see :mod:`taylorformer.replication`).
 
     ``paper_error`` is the ``+-`` the paper prints next to ``paper_value`` and

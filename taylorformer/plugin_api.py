@@ -40,9 +40,20 @@ SCORE_SIGNATURE = "score(self, q, k, q_pos, k_pos, q_valid, k_valid) -> logits [
 #: the version 1 score, which :func:`check_component` adapts
 SCORE_SIGNATURE_V1 = "score(self, q, k, q_pos, k_pos)"
 
+#: the methods of cached decoding (:mod:`taylorformer.models.decoding`) an encoder implements, all or none
+ENCODER_METHODS = ("start_cache", "cached_query", "cached_append")
+#: the same for a wrapper
+WRAPPER_METHODS = ("start_cache", "query_features", "append")
+
 
 class ContractProblem(Exception):
     """What is wrong with a component (the registry adds the plugin and distribution)."""
+
+
+class ExperimentRecord:
+    """Base class of what a plugin registers as kind ``experiment``: a published number and
+    the protocol that reproduces it, :class:`taylorformer.experiment.Row`. It lives in the
+    contract so that the registry checks the kind without importing the records."""
 
 
 def declared_version(module):
@@ -61,6 +72,14 @@ def declared_version(module):
             f"the plugin is written for plugin API {version}; this taylorformer loads versions "
             f"{SUPPORTED_VERSIONS[0]}-{SUPPORTED_VERSIONS[-1]} (docs/plugins.md, 'Changes by version')")
     return version
+
+
+def draws_from_sample(dataset):
+    """Mark a task base class's ``dataset`` method as drawing its batches from
+    ``self.sample(rng, batch_size, split)`` (:meth:`taylorformer.task.Task.dataset`): the
+    task contract then asks a class that inherits this ``dataset`` to implement ``sample``."""
+    dataset.draws_from_sample = True
+    return dataset
 
 
 def check_component(kind, obj, version=PLUGIN_API_VERSION):
@@ -210,8 +229,6 @@ def _encoder(cls, version):
     _flag(cls, "causal")
     _require(cls, "call", "call(self, batch" + (", features=None)" if features else ")"), version, {},
              **({"features": None} if features else {}))
-    from taylorformer.models.decoding import ENCODER_METHODS
-
     present = [m for m in ENCODER_METHODS if callable(getattr(cls, m, None))]
     if present and len(present) < len(ENCODER_METHODS):
         missing = [m for m in ENCODER_METHODS if m not in present]
@@ -254,13 +271,11 @@ def _task(obj, version):
     _require(cls, "dataset", "dataset(self, split, batch_size, seed=0, num_batches=None, start=0)", version,
              "train", 1, seed=0, num_batches=None, start=0)
     _require(cls, "get_config", "get_config(self) -> dict", version)
-    # the base class is recognised by name: importing taylorformer.task here would close an
-    # import cycle (task -> components -> registry -> plugin_api)
     base = _defined_by(cls, "dataset")
-    if base is not None and (base.__module__, base.__qualname__) == ("taylorformer.task", "Task"):
-        if _defined_by(cls, "sample") is base:  # Task.dataset calls sample()
-            raise ContractProblem(f"{cls.__name__} subclasses taylorformer.task.Task but implements neither "
-                                  f"sample() nor dataset(): plugin API {version} expects "
+    if getattr(cls.dataset, "draws_from_sample", False):  # Task.dataset (see draws_from_sample)
+        if _defined_by(cls, "sample") is base:
+            raise ContractProblem(f"{cls.__name__} subclasses {base.__module__}.{base.__qualname__} but "
+                                  f"implements neither sample() nor dataset(): plugin API {version} expects "
                                   f"sample(self, rng, batch_size, split)")
         _require(cls, "sample", "sample(self, rng, batch_size, split)", version, None, 1, "train")
     return obj

@@ -54,7 +54,6 @@ from taylorformer.errors import (
     UnknownComponentError,
     close_matches,
 )
-from taylorformer.experiment import Row
 
 ENTRY_POINT_GROUP = "taylorformer"
 STRICT_ENV = "TAYLORFORMER_STRICT_PLUGINS"
@@ -128,7 +127,8 @@ def _type_problem(kind, obj):
     if kind == "model":
         return None if isinstance(obj, dict) else "a model preset must be a spec dict"
     if kind == "experiment":
-        return None if isinstance(obj, Row) else "an experiment must be a taylorformer.replication.Row"
+        return None if isinstance(obj, plugin_api.ExperimentRecord) else \
+            "an experiment must be a taylorformer.replication.Row"
     if kind == "task":
         cls = obj.func if isinstance(obj, functools.partial) else obj
         return None if isinstance(cls, type) else "a task must be a class or a functools.partial of one"

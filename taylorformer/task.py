@@ -34,6 +34,7 @@ import numpy as np
 
 from taylorformer import checks
 from taylorformer.errors import SpecError, TaskError
+from taylorformer.plugin_api import draws_from_sample
 
 #: fixed seeds of the evaluation splits: the same batches in every run
 SPLIT_SEEDS = {"train": 0, "val": 1_000_003, "test": 2_000_003}
@@ -324,6 +325,7 @@ class Task:
             out[key] = tf.TensorSpec(shape, spec.dtype)
         return out
 
+    @draws_from_sample
     def dataset(self, split="train", batch_size=16, seed=0, num_batches=None, start=0):
         """``tf.data.Dataset`` of batches; see the module docstring.
 

@@ -27,6 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from taylorformer import plugin_api
 from taylorformer.models import bounded_sampling, decoding, window_normalisation
 from taylorformer.batch import fully_observed, with_targets
 from taylorformer.errors import SpecError
@@ -98,7 +99,7 @@ class AutoregressiveNP(NeuralProcess):
 
     def _missing_cache_methods(self):
         """``[(part, missing method names)]`` of the encoder/wrapper without cached decoding."""
-        parts = ((self.encoder, decoding.ENCODER_METHODS), (self.wrapper, decoding.WRAPPER_METHODS))
+        parts = ((self.encoder, plugin_api.ENCODER_METHODS), (self.wrapper, plugin_api.WRAPPER_METHODS))
         return [(type(part).__name__, [m for m in methods if not hasattr(part, m)])
                 for part, methods in parts if part is not None and not all(hasattr(part, m) for m in methods)]
 
@@ -186,7 +187,7 @@ class AutoregressiveNP(NeuralProcess):
         decodes incrementally where the encoder and wrapper can (a third-party causal
         encoder without the methods still samples, on the reference path). Both give the same
         samples for the same seed, to float tolerance. ``jit_compile=True`` compiles the
-        cached loop with XLA (faster on some machines, docs/benchmarks.md); its draws are
+        cached loop with XLA (faster on some machines: benchmarks/README.md, "ar_sampling.py"); its draws are
         the same to float tolerance (the random streams are integer hashes; tested).
         """
         if order not in ORDERS:

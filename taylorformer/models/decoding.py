@@ -29,7 +29,9 @@ pending) -> (state, features)`` (stores y, fills in the features that read it).
 
 Keys and values at a slot never change once written, and a token's representation
 depends only on the slots before it, so the result equals the teacher-forced pass on
-the drawn values (tested against it and against ``cache=False``).
+the drawn values (tested against it and against ``cache=False``). The protocols' method
+names are part of the plugin contract: :data:`taylorformer.plugin_api.ENCODER_METHODS` and
+:data:`~taylorformer.plugin_api.WRAPPER_METHODS`.
 """
 import math
 import typing
@@ -37,10 +39,6 @@ import typing
 import tensorflow as tf
 
 from taylorformer.models.target_order import TARGET_KEYS
-
-#: the methods of the protocol above
-ENCODER_METHODS = ("start_cache", "cached_query", "cached_append")
-WRAPPER_METHODS = ("start_cache", "query_features", "append")
 
 
 def recent_slots(num_targets):

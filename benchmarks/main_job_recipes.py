@@ -8,7 +8,7 @@ Each recipe gets the library's own compiled train step (``Trainer.compiled_step`
 ``taylorformer train``) on pre-sampled batches of the ``gp`` task; after a warm-up, the
 recipes take turns for ``--rounds`` rounds of ``--steps`` steps. Prints, per recipe, the
 median ms/step and its ratio to the first recipe, and the time 2000 steps would take.
-What a recipe learns in a number of steps is measured separately (docs/benchmarks.md).
+What a recipe learns in a number of steps is measured separately (benchmarks/experiments/main_job.py).
 """
 import argparse
 import json

@@ -14,7 +14,7 @@ then the median time per side and the candidate/baseline ratio.
 Times on a shared machine move from day to day; the ratio is what carries over. The
 main job's time target is stated on the day the issue measured the baseline: its wall
 time that day times this ratio is the candidate's time on that machine
-(docs/benchmarks.md).
+(benchmarks/README.md).
 """
 import argparse
 import collections

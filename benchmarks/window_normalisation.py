@@ -1,4 +1,4 @@
-"""Per-window against global normalisation on a drifting series (issue 36, docs/benchmarks.md).
+"""Per-window against global normalisation on a drifting series (results: benchmarks/README.md).
 
 Trains TNP-D twice on one ``csv`` task, identical but for the spec's ``normalise``
 (``"global"``: the training rows' z-scores; ``"window"``: each window by its own context,

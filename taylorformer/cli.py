@@ -36,7 +36,7 @@ USER_ERRORS = (TaylorformerError, OSError, ValueError)
 
 #: the main job, ``taylorformer train`` without ``--model``: of the recipes measured, the one
 #: that trains TNP-D best in the quick start's few CPU minutes (2 attention layers, 6500
-#: steps; docs/benchmarks.md, "The main job"). ``--model`` trains another spec, 2000 steps
+#: steps; benchmarks/experiments/README.md, "main_job.py"). ``--model`` trains another spec, 2000 steps
 #: unless ``--steps`` says otherwise.
 MAIN_JOB_MODEL = {"preset": "tnp-d", "encoder": {"layers": 2}}
 MAIN_JOB_STEPS = 6500

@@ -366,7 +366,7 @@ class Task:
         # long training stream freed after ``fit`` blocked the main job for ~50 s (gdb:
         # ``RootDataset::Iterator`` destructor waiting, ``Model::OptimizeLoop`` in a timed
         # wait). Without it, the AUTOTUNE values stay at tf.data's defaults, untuned (the
-        # main job's step rate was unchanged: docs/benchmarks.md).
+        # main job's step rate is unchanged).
         options = tf.data.Options()
         options.autotune.enabled = False
         return ds.prefetch(tf.data.AUTOTUNE).with_options(options)

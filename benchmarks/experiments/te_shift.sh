@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Log-likelihood vs test shift Delta for TNP-D, TE-TNP and TE-PT-TNP, equal CPU budget.
-#   bash benchmarks/experiments/te_shift.sh          # sizes of the first table in docs/benchmarks.md:
+#   bash benchmarks/experiments/te_shift.sh          # the first sizes compared:
 #                                                    # TNP-D 3 layers x 64, the TE models at the
 #                                                    # paper's 5 x 128 with a 2 x 64 kernel MLP
 #   bash benchmarks/experiments/te_shift.sh equal    # all three at 3 layers x 64 (4 heads x 16),

@@ -37,12 +37,11 @@ Execution: the score function runs through the shared executor
 turns the positions into one feature tensor per group (``{group name: [B, N, C]}``,
 geodesic groups as unit vectors) before tiling; ``pair_floats`` (``H * (1 + sum of the
 groups' basis)``: the logits and the ``[B, H, F, tq, tk]`` basis) makes the executor's rule
-pick tiles of 256 x 256 at batch 1 and 128 x 128 at batch 8 (the paper uses 1024, which
-is no faster here), with an online softmax and recomputation in the backward pass, so
-memory is O(tile^2) per head; ``tile_size=<int>`` forces tiles of that size.
-Measured (benchmarks/inference_scaling.py, 2-core CPU, XLA): tiles of 256 vs 1024 at
-batch 1 are as fast up to 5000 x 5000 and faster at 10000 x 10000 (7.4 vs 8.6 s); the
-batch-8 training step took 1.34 s with tiles of 128 vs 1.43 s with 256 (single runs). Squared distances are formed from
+pick tiles of 256 x 256 at batch 1 and 128 x 128 at batch 8 (smaller than the paper's 1024:
+on a CPU they are as fast or faster, tuned with benchmarks/inference_scaling.py, see
+benchmarks/README.md "BUDGETS"), with an online softmax and recomputation in the backward
+pass, so memory is O(tile^2) per head; ``tile_size=<int>`` forces tiles of that size.
+Squared distances are formed from
 per-pair differences of float32 positions (not from ``|p|^2 + |p'|^2 - 2 p.p'``, which
 cancels catastrophically far from the origin), so a shift of all positions changes the
 logits only through the rounding of the shifted inputs themselves. Positions stay float32
@@ -133,10 +132,10 @@ def _materialize(p):
     """``p`` through an exact matmul by the identity (x * 1 + 0 = x).
 
     A layout hint for XLA:CPU: inside the executor's key loop the position tiles are
-    dynamic slices, and a [tq, tk] exp fusion that reads them directly compiles to code
-    about 4x slower (66 vs 16 ns of CPU time per pair at tiles of 1024 on this CPU);
-    reading the product of a dot, XLA materialises the small tile first. Values and
-    gradients are unchanged.
+    dynamic slices, and a [tq, tk] exp fusion that reads them directly compiles to much
+    slower code; reading the product of a dot, XLA materialises the small tile first.
+    Values and gradients are unchanged (the measurement: benchmarks/README.md, "Biased
+    attention: materialised position tiles").
     """
     return tf.matmul(p, tf.eye(p.shape[-1], dtype=p.dtype))
 

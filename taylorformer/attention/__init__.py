@@ -20,8 +20,8 @@ A map of the package, from what attention is to how it is made fast:
 ``overrides``                 :func:`options`: per-``with``-block overrides of the above
 ============================  ==========================================================
 
-Where each setting's numbers come from: docs/benchmarks.md ("Attention: where the
-settings come from"). The names re-exported here are the public API;
+The benchmark behind each tuned setting: benchmarks/README.md ("Attention policy: where
+the settings come from"). The names re-exported here are the public API;
 ``taylorformer.attention_executor`` re-exports the executor's for code written before
 this package existed.
 """

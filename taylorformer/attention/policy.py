@@ -1,10 +1,9 @@
 """The tiling policy: dense or tiled, which tiles, how many query chunks, which lanes.
 
 Three tables, one entry per device kind, and the rules that read them. Each entry says
-where it comes from: ``MEASURED`` names the section of docs/benchmarks.md with the runs
-behind every measured entry; every other entry is a guess. **No GPU entry has been
-measured** (no GPU ran TensorFlow for this project so far): they follow the reasoning in
-their comments and are the first thing to measure on a GPU
+where it comes from: ``MEASURED`` points every measured entry at the benchmark section
+that tuned it; every other entry is a guess. **No GPU entry is measured**: they follow
+the reasoning in their comments and are the first thing to measure on a GPU
 (``benchmarks/conditional_inference.py``, ``benchmarks/attention_executor_bench.py``).
 The rules change only speed and memory, never a result.
 """
@@ -16,12 +15,12 @@ import tensorflow as tf
 from taylorformer.attention.overrides import AUTO, override
 from taylorformer.attention.overrides import compiled_inference as tracing_compiled_inference
 
-#: (table, device kind) -> the docs/benchmarks.md section with the runs behind the entry;
-#: an entry not listed here is unmeasured
+#: (table, device kind) -> the benchmark section (path from the repository root, then the
+#: heading's anchor) that tuned the entry; an entry not listed here is unmeasured
 MEASURED = {
-    ("BUDGETS", "CPU"): "Attention: where the settings come from / BUDGETS",
-    ("LANE_TILES", "CPU"): "Attention: where the settings come from / LANE_TILES",
-    ("CHUNKS_PER_CORE", "CPU"): "Attention: where the settings come from / CHUNKS_PER_CORE",
+    ("BUDGETS", "CPU"): "benchmarks/README.md#budgets",
+    ("LANE_TILES", "CPU"): "benchmarks/README.md#lane_tiles",
+    ("CHUNKS_PER_CORE", "CPU"): "benchmarks/README.md#chunks_per_core",
 }
 
 #: dense while the dense block of pair values takes at most ``dense_bytes``; otherwise

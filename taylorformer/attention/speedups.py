@@ -1,4 +1,4 @@
-"""Optional forward-pass speed-ups of the tiled path, tuned on a 2-core CPU.
+"""Optional forward-pass speed-ups of the tiled path.
 
 Nothing here changes a result: switch it off with ``options(speedups=False)`` or
 ``TAYLORFORMER_ATTENTION_SPEEDUPS=0`` (the tests check both give the same values), or
@@ -20,7 +20,8 @@ Three speed-ups, each for a forward pass whose loop this package compiles with X
   (batch row, head) lane at a time in long tiles
   (:func:`~taylorformer.attention.policy.lane_tiles`).
 
-Their measured effect is in docs/benchmarks.md ("Attention: where the settings come from").
+Why they pay, and by how much: benchmarks/README.md, "Attention policy: where the settings
+come from" (the lane and chunk tables of :mod:`~taylorformer.attention.policy` were tuned there).
 """
 import dataclasses
 import functools

@@ -82,7 +82,7 @@ def loop(n, body, state):
 
     ``parallel_iterations=1``: in graph mode TensorFlow would otherwise run up to 10
     iterations of each (nested) loop at once, keeping up to 100 blocks alive at a time
-    (the memory this saves: docs/benchmarks.md, "Attention: where the settings come from").
+    (benchmarks/README.md, "Loops run one iteration at a time").
     """
     return tf.while_loop(lambda i, *_: i < n, lambda i, *s: (i + 1, *body(i, *s)),
                          (tf.constant(0), *state), parallel_iterations=1)[1:]

@@ -252,8 +252,8 @@ class NeuralProcess(FitMixin, keras.Model):
         """:meth:`distribution` (inference) with the forward pass in a ``tf.function``,
         traced once per batch shape; the batch is validated eagerly first. A tiled
         attention then runs its compiled loop (in query chunks on a CPU) instead of tile by
-        tile in Python: TNP-D at batch 16, Nc = Nt = 1000 took 0.70 s against 3.05 s eagerly
-        (docs/benchmarks.md). For batches of one shape at a time (a new shape retraces)."""
+        tile in Python, several times faster (benchmarks/README.md, "Compiled against eager
+        inference"). For batches of one shape at a time (a new shape retraces)."""
         batch = self.prepare(batch)
         if getattr(self, "_compiled_call", None) is None:
             self._compiled_call = tf.function(lambda b: self(b, training=False))

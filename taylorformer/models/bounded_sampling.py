@@ -26,7 +26,7 @@ independent of that split:
   the bytes of its caches (read off a one-row ``start_cache``, so any encoder with the
   cached-decoding protocol is measured, not guessed) times :data:`CACHE_COPIES`, plus the
   context pass's attention scores (heads x Nc x Nc floats per layer, the largest
-  transient). ``docs/benchmarks.md`` (issue 38) validates it against measured peaks.
+  transient). benchmarks/README.md ("bounded_sampling.py") checks it against measured peaks.
 """
 import math
 import os
@@ -47,12 +47,12 @@ ORDER_STREAM = 2**40
 INDEPENDENT_STREAM = 2**40 + 1
 #: a cache is held about this many times at the peak of a decoding loop: the loop state
 #: and the buffers a settle writes into, plus TensorFlow's working copies (measured on
-#: the taylorformer preset, docs/benchmarks.md, issue 38)
+#: the taylorformer preset, benchmarks/README.md, "bounded_sampling.py")
 CACHE_COPIES = 3.0
 #: the attention scores of the context pass: scores, softmax and their copies
 SCORE_COPIES = 3.0
 #: held once per call whatever the rows: the decoding loop's first trace and TensorFlow's
-#: working buffers (about 270 MB measured on the taylorformer preset, docs/benchmarks.md)
+#: working buffers (measured on the taylorformer preset: benchmarks/README.md)
 FIXED_BYTES = 300 * 10**6
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,

@@ -39,7 +39,7 @@ class TrainConfig:
 
     steps: int = 2000
     batch_size: int = 16
-    learning_rate: float = 1e-3  # peak, after the warm-up (the main job: docs/benchmarks.md)
+    learning_rate: float = 1e-3  # peak, after the warm-up (tuned: benchmarks/experiments/README.md)
     weight_decay: float = 1e-4
     clip_norm: float = 0.5
     schedule: str = "cosine"  # or "constant"; cosine decays to min_learning_rate at `steps`
@@ -123,8 +123,8 @@ def learning_rate_schedule(cfg):
 
 
 def resolve_jit_compile(value, strategy):
-    """``"auto"``: XLA with the default strategy (the TNP-D step of the main job runs 1.4x
-    faster with XLA on the 2-core CPU, docs/benchmarks.md; XLA is the usual win on GPUs),
+    """``"auto"``: XLA with the default strategy (the main job's TNP-D step is faster with
+    XLA: benchmarks/README.md, "train_throughput.py"; XLA is the usual win on GPUs),
     off under a distribution strategy, whose variables XLA cannot compile across devices
     (https://www.tensorflow.org/xla/known_issues)."""
     distributed = not isinstance(strategy, type(tf.distribute.get_strategy())) or \

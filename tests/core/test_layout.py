@@ -21,8 +21,7 @@ PARTS = ["models", "prediction", "workflow", "plotting"]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
         *sorted((ROOT / "examples").rglob("*.md"))]
 DOTTED = re.compile(r"(?<![\w./>-])taylorformer(?:\.[A-Za-z_]\w*)+")
-#: file paths in the docs; docs/benchmarks.md is left out: its run history names files as
-#: they were at the commit each run measured
+#: file paths in the docs
 FILE_PATH = re.compile(r"(?<![\w./-])taylorformer/[\w/]+\.py")
 #: setup.cfg's package_dir: taylorformer.plugins and taylorformer.tasks live in plugins/, tasks/
 SOURCE_DIRS = {"taylorformer/plugins/": "plugins/", "taylorformer/tasks/": "tasks/"}
@@ -100,8 +99,6 @@ def test_every_module_path_the_docs_name_resolves():
 def test_every_source_file_the_docs_name_exists():
     missing = []
     for doc in DOCS:
-        if doc.name == "benchmarks.md":
-            continue
         for path in sorted(set(FILE_PATH.findall(doc.read_text(encoding="utf-8")))):
             source = path
             for installed, folder in SOURCE_DIRS.items():

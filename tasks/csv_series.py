@@ -86,7 +86,7 @@ def resolve_path(path):
     return found
 
 
-def _rows(index):
+def listed_rows(index):
     """Short text listing row numbers (at most MAX_LISTED)."""
     index = [int(i) for i in index]
     more = f" and {len(index) - MAX_LISTED} more" if len(index) > MAX_LISTED else ""
@@ -99,7 +99,7 @@ def _nan_rows(where, values, columns, role):
     nan = np.isnan(values)
     rows = np.flatnonzero(nan.any(axis=1))
     cols = [c for j, c in enumerate(columns) if nan[:, j].any()]
-    return (f"{where}: {role} column(s) {cols} hold NaN in {rows.size} row(s): {_rows(rows)} "
+    return (f"{where}: {role} column(s) {cols} hold NaN in {rows.size} row(s): {listed_rows(rows)} "
             f"(0-based, header excluded)")
 
 
@@ -398,7 +398,7 @@ class CSVSeriesTask(Task):
             values = pd.DataFrame(values).ffill().to_numpy()
             lead = np.flatnonzero(np.isnan(values).any(axis=1))
             if lead.size:
-                raise TaskError(f"{where}: rows {_rows(lead)} hold NaN with no earlier value to "
+                raise TaskError(f"{where}: rows {listed_rows(lead)} hold NaN with no earlier value to "
                                 f"carry forward (missing='ffill'); use missing='drop'")
         elif self.missing == "drop":
             values, file_rows = values[~nan], file_rows[~nan]
@@ -435,7 +435,7 @@ class CSVSeriesTask(Task):
             return None
         bad = np.flatnonzero(dates.isna().to_numpy())
         if bad.size:
-            raise TaskError(f"{label} of {where} has missing or unparseable dates in rows {_rows(file_rows[bad])}")
+            raise TaskError(f"{label} of {where} has missing or unparseable dates in rows {listed_rows(file_rows[bad])}")
         if dates.dt.tz is not None:
             self.timezone = str(dates.dt.tz)
             dates = dates.dt.tz_convert("UTC").dt.tz_localize(None)
@@ -444,7 +444,7 @@ class CSVSeriesTask(Task):
         steps = np.flatnonzero(gaps < np.timedelta64(0))
         if steps.size:
             raise TaskError(f"{where} is not in chronological order: {label} decreases after rows "
-                            f"{_rows(file_rows[steps])}")
+                            f"{listed_rows(file_rows[steps])}")
         repeats = np.flatnonzero(gaps == np.timedelta64(0))
         if repeats.size:
             i = int(repeats[0])

@@ -77,7 +77,7 @@ from taylorformer.hookspecs import hookimpl
 from taylorformer.task import (MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args,
                                window_starts_dataset)
 from taylorformer.tasks import datasets
-from taylorformer.tasks.csv_series import DataFileNotFoundError, _rows, parse_dates
+from taylorformer.tasks.csv_series import DataFileNotFoundError, listed_rows, parse_dates
 from taylorformer.tasks.sphere import latlon_to_xyz
 
 #: calendar features of a row's timestamp: the reference's year, month, day, hour and the
@@ -325,7 +325,7 @@ class StationsTask(Task):
         first = first[first["file"] == first["file"].iat[0]]
         raise TaskError(f"data file {first['file'].iat[0]!r}: column(s) {cols} hold missing values "
                         f"({int(missing.any(axis=1).sum())} row(s) in all files); column "
-                        f"{cols[0]!r} in rows {_rows(first['file_row'])} of that file (0-based, header "
+                        f"{cols[0]!r} in rows {listed_rows(first['file_row'])} of that file (0-based, header "
                         f"excluded). {advice}")
 
     def _interpolate(self, df):
@@ -389,7 +389,7 @@ class StationsTask(Task):
             rows = df[dup]
             raise TaskError(f"data file {rows['file'].iat[0]!r}: {int(dup.sum())} rows repeat a (station, "
                             f"time) pair, e.g. station {rows[self.station_column].iat[0]!r} at "
-                            f"{rows['_time'].iat[0]} in rows {_rows(rows['file_row'][:2])} (0-based, header "
+                            f"{rows['_time'].iat[0]} in rows {listed_rows(rows['file_row'][:2])} (0-based, header "
                             f"excluded)")
         df = df.sort_values(["_time", self.station_column], kind="stable").reset_index(drop=True)
         targets = self._numeric(df, self.target_columns)

@@ -29,7 +29,7 @@ import zipfile
 
 from taylorformer.errors import ModelFileError, SpecError
 from taylorformer.files import atomic_path
-from taylorformer.normaliser import Normaliser
+from taylorformer.normaliser import Normaliser, jsonable, task_info_of
 
 FORMAT = 1
 #: data files up to this size get a SHA-256 in the card (larger ones are named only)
@@ -90,8 +90,6 @@ def data_card(task):
     """The card's ``data`` entry of a task object: its name and config, and from its
     optional ``data_description()`` the source, split sizes and their unit, with the
     source file's checksum where it is a file."""
-    from taylorformer.normaliser import _jsonable, task_info_of
-
     record = task_info_of(task)
     info = task.data_description() if callable(getattr(task, "data_description", None)) else {}
     source = info.get("source")
@@ -101,17 +99,15 @@ def data_card(task):
             "split_sizes": info.get("split_sizes"), "split_unit": info.get("split_unit")}
     if data["source"] is None:
         data["source"] = "simulated" if not callable(getattr(task, "to_original_units", None)) else None
-    return _jsonable(data)
+    return jsonable(data)
 
 
 def build_card(task, training=None):
     """A new card for a model trained on ``task`` with the training config dict
     ``training`` (metrics are added when the model is saved)."""
-    from taylorformer.normaliser import _jsonable
-
     return {"format": FORMAT,
             "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "data": data_card(task), "training": _jsonable(training), "metrics": None, "evaluation": None,
+            "data": data_card(task), "training": jsonable(training), "metrics": None, "evaluation": None,
             "versions": versions(), "commit": source_commit()}
 
 
@@ -271,13 +267,11 @@ def update_card(path, **entries):
     the archive is copied beside it with its ``config.json`` changed, then renamed over it
     (:func:`taylorformer.files.atomic_path`). A file without a card is left alone
     (returns False)."""
-    from taylorformer.normaliser import _jsonable
-
     config = _zip_config(path)
     card = config["config"].get("model_card")
     if not isinstance(card, dict):
         return False
-    card.update(_jsonable(entries))
+    card.update(jsonable(entries))
     with zipfile.ZipFile(path) as source, atomic_path(path) as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as target:
             for item in source.infolist():

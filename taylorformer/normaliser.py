@@ -310,8 +310,8 @@ class Normaliser:
                    x_names=info.get("x_names") or default_names("x", dim_x),
                    y_names=info.get("y_names") or default_names("y", dim_y),
                    x_units=info.get("x_units") or [None] * dim_x, y_units=info.get("y_units") or [None] * dim_y,
-                   x_is=x_is, time=_jsonable(info.get("time")), coordinates=_jsonable(coordinates or None),
-                   task=_jsonable(task_info), groups=groups)
+                   x_is=x_is, time=jsonable(info.get("time")), coordinates=jsonable(coordinates or None),
+                   task=jsonable(task_info), groups=groups)
 
     # ------------------------------------------------------------------ text
     def describe(self):
@@ -347,7 +347,7 @@ def task_info_of(task):
     return {"name": getattr(task, "name", None) or type(task).__name__, "config": config}
 
 
-def _jsonable(value):
+def jsonable(value):
     """``value`` through a JSON round trip (NumPy numbers and dates as text); None stays None."""
     if value is None:
         return None

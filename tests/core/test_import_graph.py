@@ -1,6 +1,8 @@
-"""The core's import graph: no cycle, and private Keras/TensorFlow APIs only in tf_compat.py.
+"""The core's import graph: imports point down the layers of :data:`LAYERS`, no cycle, no
+private name imported from another module, and private Keras/TensorFlow APIs only in
+tf_compat.py.
 
-Both are read from the source with ``ast`` and ``re`` (nothing is imported), over
+All are read from the source with ``ast`` and ``re`` (nothing is imported), over
 ``taylorformer/``, ``plugins/`` (``taylorformer.plugins``) and ``tasks/``
 (``taylorformer.tasks``), function-level imports included: a function-level import is an
 import cycle waiting for its first call.
@@ -18,6 +20,34 @@ PACKAGES = {"taylorformer": "taylorformer", "plugins": "taylorformer.plugins", "
 PRIVATE = re.compile(r"\b(keras\.src|tensorflow\.python|tf_keras\.src)\b")
 #: the one module allowed to use them
 PRIVATE_HOME = Path("taylorformer") / "tf_compat.py"
+
+#: the core's layers, bottom first: a module imports modules of its own layer and of the
+#: layers below it, never of a layer above. An entry covers its submodules, except the top
+#: package ``taylorformer`` (its ``__init__``: the public API), which is listed on its own.
+LAYERS = (
+    # plain helpers every layer may use: errors, value checks, atomic file writing, the
+    # batch layout, data units (the normaliser), coordinates, hook markers, TF shims
+    ("foundations", ("taylorformer.errors", "taylorformer.checks", "taylorformer.files", "taylorformer.batch",
+                     "taylorformer.normaliser", "taylorformer.coordinates", "taylorformer.pixel_grid",
+                     "taylorformer.hookspecs", "taylorformer.tf_compat")),
+    ("attention", ("taylorformer.attention", "taylorformer.attention_executor")),
+    ("plugin contract", ("taylorformer.plugin_api",)),
+    ("registry", ("taylorformer.registry",)),
+    ("components", ("taylorformer.components",)),
+    ("spec", ("taylorformer.spec",)),
+    # what describes a model file and a published row; no model code
+    ("records", ("taylorformer.model_card", "taylorformer.experiment")),
+    ("models", ("taylorformer.models",)),
+    ("plotting", ("taylorformer.plotting",)),
+    ("tasks", ("taylorformer.task", "taylorformer.tasks")),
+    # predictions from a model and data in their own units: never a run directory
+    ("prediction", ("taylorformer.prediction",)),
+    # training, run directories, evaluation of runs
+    ("workflow", ("taylorformer.workflow",)),
+    ("replication and plugins", ("taylorformer.replication", "taylorformer.plugins", "taylorformer.testing",
+                                 "taylorformer")),
+    ("command line", ("taylorformer.cli",)),
+)
 
 
 def core_modules():
@@ -56,6 +86,54 @@ def imported_modules(name, path, is_package, known):
 def import_graph():
     known = core_modules()
     return {name: imported_modules(name, path, pkg, known) for name, (path, pkg) in known.items()}
+
+
+def layer_of(module):
+    """Index in :data:`LAYERS` of ``module`` (None: in no layer)."""
+    for index, (_, entries) in enumerate(LAYERS):
+        if any(module == entry or (module.startswith(entry + ".") and entry != "taylorformer")
+               for entry in entries):
+            return index
+    return None
+
+
+def upward_imports(graph):
+    """``"importer (layer) -> imported (layer)"`` for every import of a higher layer."""
+    return [f"{name} ({LAYERS[layer_of(name)][0]}) -> {target} ({LAYERS[layer_of(target)][0]})"
+            for name in sorted(graph) for target in sorted(graph[name])
+            if layer_of(target) > layer_of(name)]
+
+
+def private_imports(name, path, is_package, known):
+    """``"name: module._private"`` for each private name (one leading underscore) of another
+    core module that ``name``'s file imports (``from module import _x``) or reads
+    (``module._x`` through an imported module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found, modules = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if is_package else name.split(".")[:-1]
+                package = package[:len(package) - node.level + 1]
+                base = ".".join(package + ([base] if base else []))
+            for alias in node.names:
+                if f"{base}.{alias.name}" in known:
+                    modules[alias.asname or alias.name] = f"{base}.{alias.name}"
+                elif base in known and base != name and _private(alias.name):
+                    found.append(f"{name}: {base}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            modules.update({alias.asname: alias.name for alias in node.names
+                            if alias.asname and alias.name in known})
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr)
+                and modules.get(node.value.id, name) != name):
+            found.append(f"{name}: {modules[node.value.id]}.{node.attr}")
+    return found
+
+
+def _private(attribute):
+    return attribute.startswith("_") and not attribute.startswith("__")
 
 
 def cycles(graph):
@@ -99,7 +177,7 @@ def cycles(graph):
 def test_the_graph_reader_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert "taylorformer.replication" in graph["taylorformer.cli"]          # inside a function
-    assert "taylorformer.experiment" in graph["taylorformer.registry"]
+    assert "taylorformer.components" in graph["taylorformer.task"]          # inside a function
     assert "taylorformer.plugins.tnp.presets" in graph["taylorformer.plugins.tnp"]
     assert len(graph) > 60
 
@@ -115,12 +193,41 @@ def test_the_core_has_no_import_cycle():
         " <-> ".join(c) for c in found)
 
 
-def test_the_registry_needs_no_replication_or_spec():
-    """The registry checks an experiment's type against taylorformer.experiment, which
-    imports neither the registry nor the spec (the cycle issue 39 removed)."""
-    graph = import_graph()
-    assert not graph["taylorformer.registry"] & {"taylorformer.replication", "taylorformer.spec"}
-    assert not graph["taylorformer.experiment"] & {"taylorformer.registry", "taylorformer.spec"}
+def test_every_core_module_has_a_layer():
+    unplaced = sorted(name for name in core_modules() if layer_of(name) is None)
+    assert not unplaced, f"modules in no layer of LAYERS (place them): {unplaced}"
+
+
+def test_the_layer_check_finds_a_planted_upward_import():
+    graph = {"taylorformer.files": {"taylorformer.workflow.run_dir"}, "taylorformer.cli": {"taylorformer.files"}}
+    assert upward_imports(graph) == ["taylorformer.files (foundations) -> taylorformer.workflow.run_dir (workflow)"]
+
+
+def test_imports_point_down_the_layers():
+    """No import (module-level or inside a function) runs from a layer to a higher one:
+    the records and predictions never reach into training's run directories, the plugin
+    contract never into the models, the registry never into the records it checks."""
+    upward = upward_imports(import_graph())
+    assert not upward, "imports from a lower layer to a higher one (see LAYERS):\n" + "\n".join(upward)
+
+
+def test_the_private_name_check_finds_planted_ones(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("from taylorformer.normaliser import _hidden, Normaliser\n"
+                    "from taylorformer import normaliser as n\n"
+                    "n._other(n.__name__, _self)\n")
+    known = {"taylorformer.normaliser": None, "taylorformer.m": None}
+    assert private_imports("taylorformer.m", path, False, known) == [
+        "taylorformer.m: taylorformer.normaliser._hidden", "taylorformer.m: taylorformer.normaliser._other"]
+
+
+def test_no_module_uses_another_modules_private_names():
+    """A name with a leading underscore is its module's own; what another module needs is
+    public (``normaliser.jsonable``, ``csv_series.listed_rows``)."""
+    known = core_modules()
+    found = [line for name, (path, is_package) in known.items()
+             for line in private_imports(name, path, is_package, known)]
+    assert not found, "private names used across modules:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("folder", ["taylorformer", "plugins", "tasks", "tests", "examples", "benchmarks",

@@ -93,7 +93,8 @@ from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.hookspecs import hookimpl
 from taylorformer.pixel_grid import pixel_coordinates, pixel_indices  # noqa: F401 - public here too
-from taylorformer.task import SPLIT_SEEDS, Task, check_bool, check_choice, count_range, dataset_args, real_pair
+from taylorformer.task import (SPLIT_SEEDS, Task, check_bool, check_choice, count_range, dataset_args,
+                               real_pair, scaled_range)
 from taylorformer.tasks.csv_series import DataFileNotFoundError
 
 OWNER = "image task"
@@ -120,12 +121,10 @@ def default_counts(n):
     """``(num_context, num_target)`` defaults on a canvas of ``n`` pixels: ``[6, 200]`` and
     ``[3, 197]`` from 784 pixels (28 x 28) up; on a smaller canvas each upper count is
     scaled by ``n / 784`` (floor; at least 1 target) and each lower count capped at its
-    upper, so context + targets always fit (they take at most about half the pixels)."""
-    out = []
-    for (lo, hi), least in zip(DEFAULT_COUNTS, (0, 1)):
-        top = max(least, min(hi, hi * n // DEFAULT_CANVAS))
-        out.append([min(lo, top), top])
-    return tuple(out)
+    upper (:func:`taylorformer.task.scaled_range`), so context + targets always fit (they
+    take at most about half the pixels)."""
+    return tuple(list(scaled_range(lo, hi, n, DEFAULT_CANVAS, least))
+                 for (lo, hi), least in zip(DEFAULT_COUNTS, (0, 1)))
 
 
 def check_images(array, where, missing=False):

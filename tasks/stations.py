@@ -37,7 +37,12 @@
       those of its observed training values (a target with none is an error);
     * a task is ``num_context + num_target`` consecutive rows of one split: the first
       ``num_context`` rows are the context, the rest the targets (a forecast: every target
-      is later than, or as late as, every context point).
+      is later than, or as late as, every context point). Left out, they are derived from
+      what a window can hold, the ``m`` rows of the smallest split, by the images' rule
+      (:func:`taylorformer.task.scaled_range`, :data:`DEFAULT_COUNTS`): 624 and 84 rows
+      (the reference's 52 and 7 hours of 12 stations) where ``m >= 708``; on fewer rows each
+      scaled by ``m / 708`` (floor, at least 1), so every split holds a window. Given
+      counts that a split cannot hold are an error naming them and the files.
 
     ``space``: ``"scaled"`` (latitude, longitude in degrees, scaled like the other inputs:
     the reference), ``"latlon"`` (degrees, unscaled: for the BSA-TNP bias with
@@ -75,7 +80,7 @@ import numpy as np
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import (MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args,
-                               window_starts_dataset)
+                               scaled_range, window_starts_dataset)
 from taylorformer.tasks import datasets
 from taylorformer.tasks.csv_series import DataFileNotFoundError, listed_rows, parse_dates
 from taylorformer.tasks.sphere import latlon_to_xyz
@@ -102,6 +107,9 @@ BEIJING_COORDINATES = {
     "Wanliu": (39.987, 116.287), "Wanshouxigong": (39.878, 116.352),
 }
 OWNER = "stations task"
+#: ``(num_context, num_target)`` rows where the smallest split holds them (the reference's;
+#: module docstring: scaled down on fewer rows)
+DEFAULT_COUNTS = (624, 84)
 
 
 def _names(key, value, allow_empty=True):
@@ -184,7 +192,7 @@ class StationsTask(Task):
     def __init__(self, *, path=None, dataset=None, target_columns=None, covariate_columns=(),
                  categorical_columns=(), calendar=(), coordinates=None, station_column="station",
                  time_columns=("year", "month", "day", "hour"), space="scaled", scaling="minmax",
-                 split=(0.8, 0.1, 0.1), num_context=624, num_target=84, eval_stride=12,
+                 split=(0.8, 0.1, 0.1), num_context=None, num_target=None, eval_stride=12,
                  missing="mask", groups_in_x=False):
         if path is None and dataset is None:
             raise TaskError(f"{OWNER} needs path= (station CSV files or a folder of them) or dataset= "
@@ -216,19 +224,18 @@ class StationsTask(Task):
         self.space = check_choice(OWNER, "space", space, SPACES)
         self.scaling = check_choice(OWNER, "scaling", scaling, SCALINGS)
         self.split = _split(split)
-        self.num_context = check_int(OWNER, "num_context", num_context, 1, MAX_COUNT)
-        self.num_target = check_int(OWNER, "num_target", num_target, 1, MAX_COUNT)
+        given = tuple(None if value is None else check_int(OWNER, key, value, 1, MAX_COUNT)
+                      for key, value in (("num_context", num_context), ("num_target", num_target)))
         self.eval_stride = check_int(OWNER, "eval_stride", eval_stride, 1, MAX_COUNT)
         self.missing = check_choice(OWNER, "missing", missing, MISSING_POLICIES)
         if not isinstance(groups_in_x, bool):
             raise TaskError(f"{OWNER} 'groups_in_x' must be true or false, got {groups_in_x!r}")
         self.groups_in_x = groups_in_x
-        self.max_context, self.max_target = self.num_context, self.num_target
         self.files = station_files(path) if path is not None else self._dataset_files(dataset)
         self.path = None if path is None else (
             [str(p) for p in path] if isinstance(path, (list, tuple)) else str(path))
         self.dataset_name = None if path is not None else dataset
-        self._load()
+        self._load(given)
 
     def _column_roles(self):
         """``{config key: [column names]}`` of every column the task reads."""
@@ -373,7 +380,9 @@ class StationsTask(Task):
                             f"{parts.iloc[i].tolist()}")
         return times
 
-    def _load(self):
+    def _load(self, given):
+        """Reads, cleans and scales the rows; ``given`` ``(num_context, num_target)``, None
+        where left out."""
         df = self._read()
         df["_time"] = self._times(df)
         df = self._handle_nan(df)
@@ -396,7 +405,7 @@ class StationsTask(Task):
         inputs = np.concatenate([self._calendar(df["_time"]), self._numeric(df, self.covariate_columns)], 1)
         hours = ((df["_time"] - df["_time"].iloc[0]) / np.timedelta64(1, "h")).to_numpy(np.float64)[:, None]
         latlon = self._latlon(df)
-        self._split_rows(len(df))
+        self._split_rows(len(df), given)
         lo, hi = self.split_bounds["train"]
         self.y_offset, self.y_scale = self._statistics(targets[lo:hi], self.target_columns, targets=True)
         scaled = [self._scale(inputs, self._statistics(inputs[lo:hi], self.input_names)),
@@ -500,12 +509,19 @@ class StationsTask(Task):
     def _source(self):
         return f"dataset {self.dataset_name!r}" if self.path is None else f"path {self.path!r}"
 
-    def _split_rows(self, n):
-        window = self.num_context + self.num_target
+    def _split_rows(self, n, given):
+        """``split_bounds`` of the ``n`` rows and the counts: ``given`` ``(num_context,
+        num_target)``, each None derived from the smallest split (module docstring)."""
         n_test, n_val = (math.floor(n * r + 1e-9) for r in self.split[2:0:-1])
         n_train = min(math.floor(n * self.split[0] + 1e-9), n - n_test - n_val)
         self.split_bounds = {"train": (0, n_train), "val": (n - n_test - n_val, n - n_test),
                              "test": (n - n_test, n)}
+        smallest = min(hi - lo for lo, hi in self.split_bounds.values())
+        self.num_context, self.num_target = (
+            scaled_range(d, d, smallest, sum(DEFAULT_COUNTS), least=1)[1] if g is None else g
+            for g, d in zip(given, DEFAULT_COUNTS))
+        self.max_context, self.max_target = self.num_context, self.num_target
+        window = self.num_context + self.num_target
         for s, (lo, hi) in self.split_bounds.items():
             if hi - lo < window:
                 raise TaskError(f"{OWNER}: the {s} split of {self._source} has {hi - lo} rows (rows {lo}.."

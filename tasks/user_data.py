@@ -21,7 +21,7 @@ import numpy as np
 
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
-from taylorformer.task import MAX_COUNT, Task, check_bool, check_choice, check_int, count_range
+from taylorformer.task import MAX_COUNT, Task, check_bool, check_choice, check_int, count_range, scaled_range
 from taylorformer.tasks.csv_series import (RESOLUTION, SPLITS, CSVSeriesTask, check_split, column_stats,
                                               maps_back, parse_dates, split_cuts)
 from taylorformer.tasks.gridded import GriddedTask
@@ -50,6 +50,9 @@ def from_xarray(data, variable=None, **options):
 
 #: NaN in the outputs of :class:`ArraySetTask`: kept as missing values, points dropped, or an error
 MISSING_POLICIES = ("mask", "drop", "error")
+#: ``(num_context, num_target)`` ``(lo, hi)`` defaults of :class:`ArraySetTask` where the
+#: largest set holds both upper counts (scaled down on smaller sets)
+DEFAULT_SET_COUNTS = ((3, 32), (1, 32))
 
 
 def _array(name, value, rows=None, missing=False):
@@ -143,6 +146,12 @@ class ArraySetTask(Task):
     (uniformly), then ``Nc ~ U{num_context}`` context and ``Nt ~ U{num_target}`` target
     points without replacement among that group's points; a group with fewer than
     ``Nc + Nt`` points gives all of them (``Nt`` is cut first, never below its minimum).
+    Left out, the counts are derived from the points per set by the images' rule
+    (:func:`taylorformer.task.scaled_range`, :data:`DEFAULT_SET_COUNTS`): ``[3, 32]``
+    context and ``[1, 32]`` target points where the largest set holds ``n >= 64`` points;
+    on fewer each upper count scaled by ``n / 64`` (floor, at least 1 target) and each
+    lower count capped at its upper; the context minimum is then lowered where the
+    smallest set could not hold both minimums.
     ``standardise``: z-scores of x and y with the training points' mean and std (of the
     observed values of y: NaN left out; ``to_original_units`` undoes them for y). Batches
     are padded to the largest ``Nc``/``Nt``; val/test batches use fixed seeds (the same
@@ -159,7 +168,7 @@ class ArraySetTask(Task):
     name = "arrays"
     rebuildable = False  # the arrays live in memory
 
-    def __init__(self, x, y, groups=None, num_context=(3, 32), num_target=(1, 32),
+    def __init__(self, x, y, groups=None, num_context=None, num_target=None,
                  split=(0.8, 0.1, 0.1), standardise=True, split_seed=0, missing="mask"):
         owner = "arrays task"
         self.missing = check_choice(owner, "missing", missing, MISSING_POLICIES)
@@ -175,9 +184,8 @@ class ArraySetTask(Task):
                             f"(missing='drop' leaves none)")
         self.x_raw, self.y_raw = self.x_raw[self.rows], self.y_raw[self.rows]
         self.dim_x, self.dim_y = self.x_raw.shape[1], self.y_raw.shape[1]
-        self.num_context = count_range("num_context", num_context, 0, owner=owner)
-        self.num_target = count_range("num_target", num_target, 1, owner=owner)
-        self.max_context, self.max_target = self.num_context[1], self.num_target[1]
+        given = (None if num_context is None else count_range("num_context", num_context, 0, owner=owner),
+                 None if num_target is None else count_range("num_target", num_target, 1, owner=owner))
         self.split = check_split(split, owner)
         self.standardise = check_bool(owner, "standardise", standardise)
         self.split_seed = check_int(owner, "split_seed", split_seed, 0, MAX_COUNT)
@@ -192,11 +200,15 @@ class ArraySetTask(Task):
             order = rng.permutation(len(names))
             self.groups = {s: [members[g] for g in order[lo:hi]]
                            for s, (lo, hi) in split_cuts(len(names), self.split).items()}
-        need = self.num_context[0] + self.num_target[0]
         for s in SPLITS:
             if not self.groups[s]:
                 raise TaskError(f"from_arrays: the {s} split has no {'group' if groups is not None else 'point'} "
                                 f"(split {self.split} of {len(self.x_raw) if groups is None else len(names)})")
+        self.num_target = self._default_target() if given[1] is None else given[1]
+        self.num_context = self._default_context() if given[0] is None else given[0]
+        self.max_context, self.max_target = self.num_context[1], self.num_target[1]
+        need = self.num_context[0] + self.num_target[0]
+        for s in SPLITS:
             small = min(len(g) for g in self.groups[s])
             if small < need:
                 raise TaskError(f"from_arrays: a {s} {'group' if groups is not None else 'split'} has "
@@ -210,6 +222,23 @@ class ArraySetTask(Task):
                          "split": list(self.split), "standardise": self.standardise,
                          "split_seed": self.split_seed, "missing": self.missing}
         self.check_memory()
+
+    def _set_sizes(self):
+        """``[n]`` points of every set of every split."""
+        return [len(g) for s in SPLITS for g in self.groups[s]]
+
+    def _default_target(self):
+        """``(lo, hi)`` default ``num_target`` (class docstring): scaled on the largest set."""
+        (c_lo, c_hi), (t_lo, t_hi) = DEFAULT_SET_COUNTS
+        return scaled_range(t_lo, t_hi, max(self._set_sizes()), c_hi + t_hi, least=1)
+
+    def _default_context(self):
+        """``(lo, hi)`` default ``num_context`` (class docstring): scaled on the largest set,
+        its minimum lowered so that the smallest set holds it and ``num_target``'s."""
+        (c_lo, c_hi), (t_lo, t_hi) = DEFAULT_SET_COUNTS
+        sizes = self._set_sizes()
+        lo, hi = scaled_range(c_lo, c_hi, max(sizes), c_hi + t_hi)
+        return max(0, min(lo, min(sizes) - self.num_target[0])), hi
 
     def _stats(self, values, name):
         """``(mean, std)`` per column of the training points' observed (non-NaN) values (0 and

@@ -110,6 +110,16 @@ def count_range(field, spec, low, owner="task"):
     return int(values[0]), int(values[1])
 
 
+def scaled_range(lo, hi, n, reference, least=0):
+    """``(lo, hi)`` of a default count ``U{lo..hi}`` set for ``reference`` points, on ``n``
+    points (a canvas's pixels, a window's cells, a split's rows): as given from
+    ``n >= reference`` up; on fewer, ``hi`` scaled by ``n / reference`` (floor, at least
+    ``least``) and ``lo`` capped at it. Defaults whose ``hi`` sum to at most ``reference``
+    so keep fitting ``n`` points together (beyond the ``least`` ones)."""
+    top = max(least, min(hi, hi * n // reference))
+    return min(lo, top), top
+
+
 def split_names(field, spec, owner="task"):
     """Tuple of split names from one name or a list; unknown names are a :class:`TaskError`."""
     splits = [spec] if isinstance(spec, str) else spec

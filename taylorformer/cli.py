@@ -394,7 +394,7 @@ def _cell(value, digits=4):
 #: the keys of each row in ``replicate --list --json`` (the rest of the row's fields follow)
 LIST_KEYS = ("id", "paper", "table", "dataset", "model", "metric", "higher_is_better", "paper_value",
              "paper_error", "paper_error_kind", "paper_comparable", "ours", "earlier", "baseline", "baseline_reason",
-             "status", "status_reason")
+             "status", "status_kind", "status_reason")
 
 
 def _list_rows(args):
@@ -411,11 +411,12 @@ def _list_rows(args):
         mark = "" if ours is None or ours["source"] == "results" else " *"
         understated = " (understated)" if ours is not None and ours.get("stderr_understated") else ""
         value = "not run" if ours is None else f"{_cell(ours['value'])} +- {_cell(ours['stderr'], 2)}{understated}{mark}"
-        error = "" if row["paper_error"] is None else f" +- {row['paper_error']:g}"
         base = row["baseline"]
         baseline = "-" if base is None else f"{base['name']} {_cell(base['value'])}"
-        table.append((row["id"], row["metric"], f"{row['paper_value']:g}{error}", value,
-                      "" if ours is None else f"{ours['budget']} ({ours['steps']} steps)", baseline, row["status"]))
+        budget = "" if ours is None else (f"{ours['budget']} ({ours['steps']} steps, "
+                                          f"{100 * ours['budget_fraction']:.2g}% of the paper's)")
+        table.append((row["id"], row["metric"], replication.format_value(replication.get_row(row["id"])), value,
+                      budget, baseline, row["status"]))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     for r in table:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])

@@ -26,6 +26,8 @@ OWNER = "experiment"
 BASELINE_NAMES = ("persistence", "seasonal-naive", "exact-gp", "context-frequency", "context-mean")
 #: baselines that bound the model from above rather than give a level it should beat
 CEILINGS = ("exact-gp",)
+#: most decimals a row's printed paper value can have (:attr:`Row.paper_decimals`)
+MAX_DECIMALS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +124,9 @@ class Row(ExperimentRecord):
     where the paper's evaluation code scales its per-task mean (e.g. divides a sum over
     windows by more rows than windows), the factor it applied, so that ``paper_value /
     paper_scale`` is comparable with our per-task mean; ``paper_scale_why`` cites the code.
+    ``paper_decimals``: the decimals the paper prints its value and ``+-`` with, where a
+    float cannot keep them (``-0.50 +- 0.00``: 2; None: as ``:g`` prints the value), which
+    set the rounding tolerance of :func:`taylorformer.replication.status`.
     """
 
     id: str
@@ -149,6 +154,7 @@ class Row(ExperimentRecord):
     not_comparable: str = ""
     paper_scale: float = None
     paper_scale_why: str = ""
+    paper_decimals: int = None
 
     def __post_init__(self):
         if not (isinstance(self.id, str) and self.id and self.id == self.id.strip().lower()
@@ -158,6 +164,7 @@ class Row(ExperimentRecord):
         check_choice(owner, "metric", self.metric, tuple(METRICS))
         check_number(owner, "paper_value", self.paper_value)
         check_number(owner, "paper_error", self.paper_error, low=0, optional=True)
+        check_int(owner, "paper_decimals", self.paper_decimals, minimum=0, maximum=MAX_DECIMALS, optional=True)
         for name, kind in (("training", Training), ("evaluation", Evaluation), ("small", SmallBudget)):
             if not isinstance(getattr(self, name), kind):
                 raise SpecError(f"{owner} {name!r} must be a {kind.__name__}, got {getattr(self, name)!r}")
@@ -225,5 +232,18 @@ def register_rows(register, rows):
 
 
 def format_value(row):
-    """The paper's value as printed: ``4.13 +- 0.03``."""
-    return f"{row.paper_value:g}" + ("" if row.paper_error is None else f" +- {row.paper_error:g}")
+    """The paper's value as printed: ``4.13 +- 0.03`` (``-0.50 +- 0.00`` where the row
+    gives :attr:`Row.paper_decimals`)."""
+    def printed(value):  # a value with more decimals than the row's (an error of 0.005) keeps them
+        decimals = row.paper_decimals
+        return f"{value:g}" if decimals is None or round(value, decimals) != value else f"{value:.{decimals}f}"
+    return printed(row.paper_value) + ("" if row.paper_error is None else f" +- {printed(row.paper_error)}")
+
+
+def printed_decimals(row):
+    """The decimals of the paper's value as printed: :attr:`Row.paper_decimals`, else those
+    of ``f"{paper_value:g}"`` (0 in exponent notation)."""
+    if row.paper_decimals is not None:
+        return row.paper_decimals
+    text = f"{row.paper_value:g}"
+    return len(text.split(".")[1]) if "." in text and "e" not in text else 0

@@ -54,7 +54,7 @@ from taylorformer.checks import check_int
 from taylorformer.errors import RunDirectoryError, SpecError, TaylorformerError
 from taylorformer.experiment import (  # noqa: F401 - the rows' records, re-exported for plugins
     CEILINGS, METRICS, OPTIMIZERS, OWNER, SCHEDULES, Evaluation, Row, SmallBudget, Training, format_value,
-    register_rows)
+    printed_decimals, register_rows)
 from taylorformer.files import atomic_write_text
 from taylorformer.spec import deep_merge
 from taylorformer.workflow.run_dir import RunDirectory
@@ -88,9 +88,10 @@ EARLIER_RESULT_COLUMNS = {
 FORECAST_BASELINES = ("persistence", "seasonal-naive")
 BASELINE_COLUMNS = ("row", "baseline", "metric", "value", "stderr", "stderr_method", "num_tasks", "protocol",
                     "wall_s", "commit", "command", "date")
-#: the values of a row's status (:func:`status`)
-STATUSES = ("reproduced", "within 2 se", "below paper", "above paper", "below baseline", "not run",
-            "not comparable")
+#: the kinds of a row's status (:func:`status`); a result trained on less than the paper's
+#: budget is never ``reproduced``: within the paper's tolerance it is ``level with paper``
+STATUSES = ("reproduced", "level with paper", "within 2 se", "below paper", "above paper", "below baseline",
+            "not run", "not comparable")
 
 
 # ----------------------------------------------------------------------------- lookup
@@ -246,12 +247,22 @@ def source_commit():
     return (commit + "-dirty" * bool(changed)) if commit else "unknown"
 
 
+def portable_path(path):
+    """``path`` as a recorded command names it: relative to the working directory where it
+    lies inside it (a command recorded in the project's results must not name the machine's
+    folders), else as given."""
+    relative = os.path.relpath(os.path.abspath(path))
+    return path if relative.split(os.sep)[0] == os.pardir else relative
+
+
 def command_line(row_id, budget, out=None, results=None, eval_tasks=None, task_config=None, xla=None,
                  batch_size=None, model_overrides=None):
-    """The ``taylorformer replicate`` command that repeats a call."""
+    """The ``taylorformer replicate`` command that repeats a call (paths as :func:`portable_path`)."""
     args = ["taylorformer", "replicate", row_id, "--budget", str(budget)]
-    for flag, value in (("--out", out), ("--results", results), ("--eval-tasks", eval_tasks),
-                        ("--batch-size", batch_size)):
+    for flag, value in (("--out", out), ("--results", results)):
+        if value is not None:
+            args += [flag, portable_path(str(value))]
+    for flag, value in (("--eval-tasks", eval_tasks), ("--batch-size", batch_size)):
         if value is not None:
             args += [flag, str(value)]
     for flag, value in (("--task-config", task_config), ("--model-overrides", model_overrides)):
@@ -441,7 +452,8 @@ def status(row, ours, baseline, earlier=None):
     (worse than a reference baseline by more than twice the standard error of the gap: the
     paired one, ``ours["paired"]``, where the line has it for that baseline, else the two
     means' combined standard error), ``reproduced`` (within the paper's ``+-``, or within
-    half a unit of its last printed digit where it prints none), ``within 2 se`` (within
+    half a unit of its last printed digit where it prints none, :func:`printed_decimals`;
+    ``level with paper`` where ``ours`` trained on less than the paper's budget), ``within 2 se`` (within
     twice our standard error), ``below paper`` / ``above paper`` (worse / better than the
     paper beyond that); the reasons of these four end with the paired gap where there is one.
     The paper's value is :attr:`Row.paper_comparable` (rescaled where its code scaled it).
@@ -477,17 +489,28 @@ def status(row, ours, baseline, earlier=None):
                                       f"ours {value:.4g}" + (f" (compared without error bars: {', '.join(unknown)})"
                                                              if unknown else ""))
     paper, error = row.paper_comparable
-    printed = f"{row.paper_value:g}"
-    digits = len(printed.split(".")[1]) if "." in printed and "e" not in printed else 0
-    tolerance = error if error else 0.5 * 10 ** -digits / (row.paper_scale or 1.0)
+    tolerance = error if error else 0.5 * 10 ** -printed_decimals(row) / (row.paper_scale or 1.0)
     gap = sign * (value - paper)
     paired_note = f"; {paired_text}" if paired_text else ""
     if abs(gap) <= tolerance:
-        return "reproduced", f"within the paper's {'+-' if error else 'rounding'} {tolerance:.2g}{paired_note}"
+        within = f"within the paper's {'+-' if error else 'rounding'} {tolerance:.2g}{paired_note}"
+        if ours.get("budget_fraction", 1.0) < 1:
+            return "level with paper", f"{within}; trained on less than the paper's budget, so not reproduced"
+        return "reproduced", within
     if stderr is not None and abs(gap) <= 2 * stderr:
         return "within 2 se", f"the gap {gap:+.3g} is within twice our standard error {stderr:.2g}{paired_note}"
     return ("above paper" if gap > 0 else "below paper"), (f"{'better' if gap > 0 else 'worse'} by {abs(gap):.3g}"
                                                            f"{paired_note}")
+
+
+def status_label(kind, ours):
+    """The status as shown: ``kind`` (:data:`STATUSES`), followed by the fraction of the
+    paper's training steps ``ours`` ran where it is below the paper's budget
+    (``below paper at 0.2% of the budget``)."""
+    fraction = None if ours is None or kind in ("not run", "not comparable") else ours.get("budget_fraction")
+    if fraction is None or fraction >= 1:
+        return kind
+    return f"{kind} at {100 * fraction:.2g}% of the budget"
 
 
 def _by_row(path):
@@ -509,7 +532,8 @@ def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFA
     protocol, when ``ours`` is None), ``paper_comparable`` (``{value, error, why}`` where
     the paper's code scaled its value, else None), ``baseline`` (name, kind, value, stderr,
     ...; None with ``baseline_reason``) from ``baselines`` (the user's) over
-    ``recorded_baselines`` (the project's), and ``status`` with ``status_reason``."""
+    ``recorded_baselines`` (the project's), and ``status`` (:func:`status_label`) with
+    ``status_kind`` (:data:`STATUSES`) and ``status_reason``."""
     mine, project = _by_row(results), _by_row(recorded)
     scored = {**last_baselines(recorded_baselines), **last_baselines(baselines)}
     listed = []
@@ -522,14 +546,15 @@ def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFA
         if ours is not None:
             earlier = None
         baseline, reason = _baseline(row, scored)
-        state, why = status(row, ours, baseline, earlier)
+        kind, why = status(row, ours, baseline, earlier)
         value, error = row.paper_comparable
         listed.append({**dataclasses.asdict(row), "higher_is_better": row.higher_is_better,
                        "last": (mine.get(row.id) or [None])[-1], "recorded": (project.get(row.id) or [None])[-1],
                        "ours": ours, "earlier": earlier,
                        "paper_comparable": None if row.paper_scale is None else
                        {"value": value, "error": error, "why": row.paper_scale_why},
-                       "baseline": baseline, "baseline_reason": reason, "status": state, "status_reason": why})
+                       "baseline": baseline, "baseline_reason": reason, "status": status_label(kind, ours),
+                       "status_kind": kind, "status_reason": why})
     return listed
 
 
@@ -544,7 +569,7 @@ def markdown_table(listed=None):
     lines = ["| row | paper, table | metric | paper | ours (stderr, method) | budget | wall | baseline "
              "| status |", "|---|---|---|---|---|---|---|---|---|"]
     for item in sorted(listed, key=lambda r: r["id"]):
-        paper = f"{item['paper_value']:g}" + ("" if item["paper_error"] is None else f" ± {item['paper_error']:g}")
+        paper = format_value(get_row(item["id"])).replace("+-", "±")
         if item["paper_comparable"]:
             paper += f" (per window: {item['paper_comparable']['value']:.4g})"
         ours, budget, wall = "not run", "", ""
@@ -797,7 +822,7 @@ def score_baselines(row_id, results=DEFAULT_BASELINES, eval_tasks=None, task_con
         value, stderr, method = summarise(values, block)
         args = ["taylorformer", "replicate", row.id, "--baseline"]
         if results not in (None, DEFAULT_BASELINES):
-            args += ["--baselines", str(results)]
+            args += ["--baselines", portable_path(str(results))]
         if eval_tasks:
             args += ["--eval-tasks", str(eval_tasks)]
         if task_config:

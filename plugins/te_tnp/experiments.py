@@ -18,6 +18,8 @@ which the text of Sec. 4.2 contradicts.
 """
 from taylorformer.replication import Evaluation, Row, SmallBudget, Training
 
+from .presets import TE_LIKELIHOOD
+
 PAPER = "TE-TNP (Ashman et al. 2024)"
 OPTIMISER_NOTES = (
     "Clipping: the paper clips gradient values at 0.5; TrainConfig clips the global norm, at 0.5.",
@@ -74,18 +76,25 @@ def _small(steps, why):
     return SmallBudget(steps=steps, eval_tasks=1_024, why=why)
 
 
+#: App. F.1 gives every model of Table 5 the TE-TNP presets' likelihood (a pre-softplus
+#: variance); the tnp-d and cnp presets' default is a pre-softplus scale
+VARIANCE_LIKELIHOOD = {"likelihood": dict(TE_LIKELIHOOD)}
+LIKELIHOOD_NOTE = ("Likelihood: a Gaussian whose pre-softplus output is the variance (App. F.1, for every "
+                   "model), as the TE-TNP presets' (likelihood softplus_of='variance'); the preset's own "
+                   "default is a pre-softplus scale.")
+
 #: id prefix -> (Table 5 label, preset, spec overrides, small budget, notes of the model)
 GP_MODELS = {
-    "tnp-d": ("TNP", "tnp-d", {}, _small(1_000, (
+    "tnp-d": ("TNP", "tnp-d", VARIANCE_LIKELIHOOD, _small(1_000, (
         "0.2% of the paper's steps; measured on a 2-core CPU: TNP-D 0.27 s a step (5 min)")), (
-        "The TNP is the 'tnp-d' preset at the paper's size (Dz = 128, 5 layers, 8 heads x 16).",)),
-    "cnp": ("CNP", "cnp", {"encoder": {"layers": 5}}, _small(1_000, (
+        "The TNP is the 'tnp-d' preset at the paper's size (Dz = 128, 5 layers, 8 heads x 16).", LIKELIHOOD_NOTE)),
+    "cnp": ("CNP", "cnp", {"encoder": {"layers": 5}, **VARIANCE_LIKELIHOOD}, _small(1_000, (
         "0.2% of the paper's steps, as the TNP's; measured on a 2-core CPU (shared): 227 s of training")), (
         "The CNP is the 'cnp' preset with the paper's encoder: a mean over the context of an MLP "
         "with five hidden layers of Dz = 128 on [x, y] (layers = 5).",
         "Deviation: the library's deep-set encoder also passes [r, x_target] through an MLP of the "
         "same depth (five hidden layers) before the two-hidden-layer head; the paper's decoder is "
-        "the two-hidden-layer MLP alone. The deep-set encoder has one depth for both MLPs.")),
+        "the two-hidden-layer MLP alone. The deep-set encoder has one depth for both MLPs.", LIKELIHOOD_NOTE)),
     "te-tnp": ("TE-TNP", "te-tnp", {}, _small(1_000, (
         "0.2% of the paper's steps; measured on a 2-core CPU: TE-TNP 3.0 s a step (52 min: its "
         "kernel MLP runs on every pair)")), (
@@ -110,17 +119,17 @@ for _m in (8, 16, 32):
         "the model exactly translation equivariant.") + TE_NOTES)
 
 
-#: the TE-TNP presets' scale link changed (issue 35): results under protocol 1 are not compared
-VARIANCE_LINK_CHANGE = {1: "predictive scale softplus(raw) + floor; the paper (App. F.1, a pre-softplus variance) "
-                           "and the authors' code use sqrt(softplus(raw)) + floor, the presets' "
-                           "likelihood softplus_of='variance' since issue 35"}
-#: the te-tnp preset's layer order and initialisation changed (issue 35): results under
-#: protocol 2 are not compared
+#: the scale link of the rows' models changed: results under protocol 1 are not compared
+VARIANCE_LINK_CHANGE = {1: "predictive scale softplus(raw) + floor; the paper (App. F.1, a pre-softplus variance "
+                           "for every model) and the authors' code use sqrt(softplus(raw)) + floor, the "
+                           "likelihood softplus_of='variance' from protocol 2 on"}
+#: the te-tnp preset's layer order and initialisation changed: results under protocol 2 are
+#: not compared
 UPDATE_ORDER_CHANGE = {2: "targets attended to each layer's input context (encoder update_order 'parallel'; "
                           "App. F.1's self- then cross-attention blocks, as the authors' code runs them, attend "
-                          "to the layer's updated context: 'context-first' since issue 35), a LayerNorm "
+                          "to the layer's updated context: 'context-first' from protocol 3 on), a LayerNorm "
                           "followed the last layer (none since: App. F.1 and the code have none), and the "
-                          "weights started from Keras' initialisers (since issue 35 the authors' code's: "
+                          "weights started from Keras' initialisers (from protocol 3 on the authors' code's: "
                           "PyTorch's fan-in uniform, every layer a copy of the first)"}
 
 
@@ -128,9 +137,7 @@ def protocol(preset):
     """``protocol_version`` and ``earlier_protocols`` of a row of model ``preset``."""
     if preset == "te-tnp":
         return {"protocol_version": 3, "earlier_protocols": {**VARIANCE_LINK_CHANGE, **UPDATE_ORDER_CHANGE}}
-    if preset.startswith("te-"):
-        return {"protocol_version": 2, "earlier_protocols": VARIANCE_LINK_CHANGE}
-    return {}
+    return {"protocol_version": 2, "earlier_protocols": VARIANCE_LINK_CHANGE}
 
 
 def gp_row(model, shift):
@@ -140,8 +147,8 @@ def gp_row(model, shift):
         id=f"{model}-gp-shift-{shift:g}", paper=PAPER, table="Table 5",
         dataset=f"1-D GP, test shift Delta = {shift:g} ({label})", protocol=GP_PROTOCOL.replace("DELTA", f"{shift:g}"),
         model=preset, model_overrides=overrides, task="gp-te-tnp", task_config=GP_TASK_CONFIG, metric="loglik",
-        paper_value=value, paper_error=error,
-        paper_error_kind="as printed (Table 1 of the paper prints standard errors)",
+        paper_value=value, paper_error=error, paper_decimals=2,
+        paper_error_kind="not stated (Table 5's caption names no error kind; Table 1's are standard errors)",
         training=GP_TRAINING, evaluation=Evaluation(num_tasks=80_000, batch_size=64,
                                                     task_config={"shift": shift}),
         small=small, run=f"{model}-gp-te-tnp", notes=notes + GP_NOTES, baselines=("exact-gp",),

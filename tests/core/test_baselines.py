@@ -233,6 +233,63 @@ def test_status_of_each_case():
     assert replication.status(sir, _ours(0.1), None)[0] == "not comparable"
 
 
+def test_a_printed_zero_error_keeps_the_papers_decimals():
+    """TE-TNP Table 5 prints TE-PT-TNP-M8 as "-0.50 +- 0.00": the rounding tolerance is half
+    of the printed last digit, 0.005 (read from the float, -0.5, it would be 0.05)."""
+    row = replication.get_row("te-pt-tnp-m8-gp-shift-0")
+    printed = replication.format_value(row)
+    assert printed == "-0.50 +- 0.00"
+    tolerance = 0.5 * 10 ** -len(printed.split()[0].split(".")[1])
+    assert replication.status(row, _ours(-0.5 - 0.8 * tolerance, 0.001), None)[0] == "reproduced"
+    assert replication.status(row, _ours(-0.54, 0.001), None) == ("below paper", "worse by 0.04")
+    assert replication.format_value(replication.get_row("cnp-gp-shift-0.4")) == "-0.77 +- 0.005"
+    for row_id, text in (("taylorformer-electricity-192-nll", "-0.50 +- 0.00"),
+                         ("taylorformer-ett-192-mse", "0.00029 +- 0.00000"),
+                         ("taylorformer-exchange-rate-96-mse", "0.002 +- 0.000")):
+        assert replication.format_value(replication.get_row(row_id)) == text  # as Tables 2 and 4 print them
+
+
+def test_a_result_below_the_papers_budget_is_never_reproduced():
+    row = replication.get_row("te-pt-tnp-m8-gp-shift-0")
+    small = {**_ours(-0.5, 0.001), "budget_fraction": 1_000 / row.training.steps}
+    state, why = replication.status(row, small, None)
+    assert state == "level with paper" and "less than the paper's budget" in why
+    assert replication.status_label(state, small) == "level with paper at 0.2% of the budget"
+    assert replication.status_label("below paper", {"budget_fraction": 0.25}) == "below paper at 25% of the budget"
+    assert replication.status_label("below paper", {"budget_fraction": 1.0}) == "below paper"
+    assert replication.status_label("not run", None) == "not run"
+
+
+def test_table5_rows_use_the_papers_variance_link_for_every_model():
+    """App. F.1 puts a pre-softplus variance on every model of Table 5: the TNP and CNP rows
+    build the same likelihood as the TE-TNP rows, under a protocol that sets earlier results apart."""
+    from taylorformer import build_model
+
+    links = {}
+    for prefix in ("tnp-d", "cnp", "te-tnp", "te-pt-tnp-m8"):
+        row = replication.get_row(f"{prefix}-gp-shift-0")
+        model = build_model(row.model_spec(), dim_x=1, dim_y=1)
+        links[prefix] = model.spec["likelihood"].get("softplus_of")
+        if prefix in ("tnp-d", "cnp"):
+            assert row.protocol_version == 2 and "softplus" in row.earlier_protocols[1]
+    assert set(links.values()) == {"variance"}, links
+
+
+def test_recorded_commands_name_no_machine_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inside = str(tmp_path / "runs" / "r.csv")
+    assert replication.portable_path(inside) == os.path.join("runs", "r.csv")
+    assert replication.portable_path("/elsewhere/r.csv") == "/elsewhere/r.csv"
+    assert "--results runs/r.csv" in replication.command_line("cnp-gp-shift-0", "small", results=inside)
+    for path in (replication.RECORDED_RESULTS, replication.RECORDED_BASELINES):
+        for line in replication.read_results(path, replication.RESULT_COLUMNS if path == replication.RECORDED_RESULTS
+                                             else replication.BASELINE_COLUMNS):
+            for flag in ("--out", "--results", "--baselines"):
+                words = line["command"].split()
+                if flag in words:
+                    assert not os.path.isabs(words[words.index(flag) + 1]), line["command"]
+
+
 def test_the_printed_comparison_uses_the_papers_value_per_window():
     """`replicate` prints the gap to the value the status compares with: the exchange
     rate's printed -1.31 is -1.31 x 1518 / 1326 per window."""
@@ -309,7 +366,7 @@ def test_list_json_agrees_with_the_packaged_csvs(capsys, tmp_path):
         for key in ("id", "paper", "table", "dataset", "model", "metric", "higher_is_better", "paper_value",
                     "paper_error", "ours", "baseline", "status"):
             assert key in item
-        assert item["status"] in replication.STATUSES
+        assert item["status_kind"] in replication.STATUSES
         current = [ln for ln in results if ln["row"] == row.id and int(ln["protocol"]) == row.protocol_version]
         if current:
             ours, line = item["ours"], current[-1]
@@ -324,6 +381,13 @@ def test_list_json_agrees_with_the_packaged_csvs(capsys, tmp_path):
                                                   and line["stderr_method"].startswith("iid"))
             assert ours["paper_steps"] == row.training.steps and ours["budget"] == line["budget"]
             assert ours["budget_fraction"] == pytest.approx(int(line["steps"]) / row.training.steps)
+            # below the paper's budget: never reproduced, and the status names the fraction
+            fraction = int(line["steps"]) / row.training.steps
+            if fraction < 1:
+                assert item["status_kind"] != "reproduced"
+                assert item["status"] == f"{item['status_kind']} at {100 * fraction:.2g}% of the budget"
+            else:
+                assert item["status"] == item["status_kind"]
         else:
             assert item["ours"] is None and item["status"] in ("not run", "not comparable")
         if item["baseline"] is None:
@@ -355,9 +419,9 @@ def test_list_table_names_the_results_files(capsys, tmp_path):
     out = capsys.readouterr().out
     by_id = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
     assert "-0.1235 +- 0.012" in by_id["bsa-tnp-gp2d-shifted"] and " *" not in by_id["bsa-tnp-gp2d-shifted"]
-    assert "small (1000 steps)" in by_id["bsa-tnp-gp2d-shifted"]
+    assert "small (1000 steps, 1% of the paper's)" in by_id["bsa-tnp-gp2d-shifted"]
     assert f"the last line of {results}" in out and replication.RECORDED_RESULTS in out
-    assert "not run" in by_id["taylorformer-celeba"] and "4 +- 0.02" in by_id["taylorformer-celeba"]
+    assert "not run" in by_id["taylorformer-celeba"] and "4.00 +- 0.02" in by_id["taylorformer-celeba"]
     assert "-1.351 +- 0.00036 (understated)" in by_id["tnp-a-exchange-rate-720-nll"]
     assert "(understated): an iid error bar over overlapping windows" in out
 

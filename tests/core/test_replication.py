@@ -574,17 +574,22 @@ def test_cli_list_shows_every_row_with_our_last_value(tmp_path, capsys):
     assert lines[0].split() == ["ID", "METRIC", "PAPER", "VALUE", "OURS", "BUDGET", "BASELINE", "STATUS"]
     by_id = {line.split()[0]: line for line in lines[1:] if line.strip()}
     assert set(registry.names("experiment")) <= set(by_id)
-    assert "-0.1235 +- 0.012" in by_id["bsa-tnp-gp2d-shifted"] and "small (1000 steps)" in by_id["bsa-tnp-gp2d-shifted"]
+    fraction = 1000 / replication.get_row("bsa-tnp-gp2d-shifted").training.steps
+    assert "-0.1235 +- 0.012" in by_id["bsa-tnp-gp2d-shifted"]
+    assert f"small (1000 steps, {100 * fraction:.2g}% of the paper's)" in by_id["bsa-tnp-gp2d-shifted"]
+    assert by_id["bsa-tnp-gp2d-shifted"].rstrip().endswith(f"at {100 * fraction:.2g}% of the budget")
     # rows with no line of the user's: the project's recorded result, marked *, or "not run"
     with open(os.path.join(os.path.dirname(replication.__file__), "replication_results.csv"), newline="") as fh:
         recorded = {line["row"]: line for line in csv.DictReader(fh)}
-    train = recorded["cnp-gp-shift-0"]
-    assert f"{float(train['value']):.4g} +- " in by_id["cnp-gp-shift-0"] and " *" in by_id["cnp-gp-shift-0"]
-    assert f"{train['budget']} ({train['steps']} steps)" in by_id["cnp-gp-shift-0"]
-    assert "-0.69 +- 0.01" in by_id["cnp-gp-shift-0"]
+    train = recorded["tnp-a-gp-eq"]
+    assert f"{float(train['value']):.4g} +- " in by_id["tnp-a-gp-eq"] and " *" in by_id["tnp-a-gp-eq"]
+    assert f"{train['budget']} ({train['steps']} steps, " in by_id["tnp-a-gp-eq"]
+    assert "3.50 +- 0.05" in by_id["tnp-a-gp-eq"]
+    # recorded before Table 5's TNP and CNP rows took the paper's variance link: not run under protocol 2
+    assert "cnp-gp-shift-0" in recorded and "not run" in by_id["cnp-gp-shift-0"] and " *" not in by_id["cnp-gp-shift-0"]
     # recorded before the TE-TNP preset's variance link and layer order (protocol 1): not run under protocol 3
     assert "te-tnp-gp-shift-0" in recorded and "not run" in by_id["te-tnp-gp-shift-0"]
-    # recorded under an earlier protocol (the BSA-TNP head before issue 35): not run under the current one
+    # recorded under an earlier protocol (the BSA-TNP head's scale link): not run under the current one
     assert "not run" in by_id["bsa-tnp-gp2d-train"] and " *" not in by_id["bsa-tnp-gp2d-train"]
     assert "bsa-tnp-gp2d-shifted" in recorded and " *" not in by_id["bsa-tnp-gp2d-shifted"]  # the user's wins
     assert "taylorformer-celeba" not in recorded and "not run" in by_id["taylorformer-celeba"]

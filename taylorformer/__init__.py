@@ -78,7 +78,7 @@ _LAZY = {
     "evaluate_run": "taylorformer.workflow.runs",
     "place": "taylorformer.prediction.placement",
     "export_model": "taylorformer.prediction.export",
-    "export_run": "taylorformer.prediction.export",
+    "export_run": "taylorformer.workflow.runs",
     "predict_field": "taylorformer.prediction.fields",
 }
 

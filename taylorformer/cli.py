@@ -290,6 +290,7 @@ def _cmd_predict(args):
 
 def _predict_grid(args):
     from taylorformer.prediction import fields
+    from taylorformer.workflow import runs
 
     wrong = [f"--{k}" for k, v in GRID_UNUSED.items() if getattr(args, k) != v]
     if wrong:
@@ -307,9 +308,9 @@ def _predict_grid(args):
                "levels": args.quantiles or fields.DEFAULT_LEVELS, "chunk_size": args.chunk_size,
                "progress": not args.quiet, "seed": args.seed}
     with _terminate_as_interrupt():
-        output, cells = fields.predict_field_run(args.run_dir, args.grid, args.context, args.output,
-                                                 checkpoint=args.checkpoint, recalibration=args.recalibration,
-                                                 **options)
+        output, cells = runs.predict_field_run(args.run_dir, args.grid, args.context, args.output,
+                                               checkpoint=args.checkpoint, recalibration=args.recalibration,
+                                               **options)
     print(f"field of {cells} cell(s) written to {output}")
     if args.plot:
         from taylorformer.plotting.fields import save_field_plot
@@ -335,14 +336,14 @@ PLACEMENT_CRITERIA = ("variance", "region-mean", "region-total")
 
 
 def _cmd_place(args):
-    from taylorformer.prediction import placement
+    from taylorformer.workflow import runs
 
     given = {k: v for k, v in (("num_samples", args.samples), ("max_points", args.max_points)) if v is not None}
-    result = placement.place_run(args.run_dir, args.candidates, args.output, context=args.context,
-                                 region=args.region, k=args.k, criterion=args.criterion,
-                                 checkpoint=args.checkpoint, pseudo_draws=args.pseudo_draws,
-                                 x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
-                                 plot=args.plot, verbose=1 if sys.stdout.isatty() else 2, **given)
+    result = runs.place_run(args.run_dir, args.candidates, args.output, context=args.context,
+                            region=args.region, k=args.k, criterion=args.criterion,
+                            checkpoint=args.checkpoint, pseudo_draws=args.pseudo_draws,
+                            x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
+                            plot=args.plot, verbose=1 if sys.stdout.isatty() else 2, **given)
     print(f"{result.criterion} over the region: {result.initial:.6g} before (variances in {result.units})")
     print(result.table.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
     print(f"{len(result.table)} location(s) written to {args.output}"
@@ -351,9 +352,9 @@ def _cmd_place(args):
 
 
 def _cmd_export(args):
-    from taylorformer.prediction import export
+    from taylorformer.workflow import runs
 
-    output = export.export_run(args.run_dir, args.output, checkpoint=args.checkpoint)
+    output = runs.export_run(args.run_dir, args.output, checkpoint=args.checkpoint)
     print(f"SavedModel written to {output} (signatures serving_default(xc, yc, xt) and "
           "with_masks(xc, yc, xt, mask_c, mask_t); docs/export.md)")
     return 0
@@ -709,7 +710,7 @@ def build_parser():
                 description="A SavedModel that needs TensorFlow only: signatures serving_default(xc, yc, xt)\n"
                             "and with_masks(xc, yc, xt, mask_c, mask_t) for contexts and targets of any\n"
                             "size, no yt; raw data units in, predictive mean, stddev and the likelihood's\n"
-                            "parameters in the data's units out (the task's normaliser is inside).",
+                            "parameters in the data's units out (the model file's normaliser is inside).",
                 epilog="Autoregressive models (taylorformer, tnp-a) are refused: they predict by\n"
                        "sampling target after target in a Python loop. See docs/export.md.")
     p.add_argument("run_dir")

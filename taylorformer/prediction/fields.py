@@ -7,9 +7,9 @@ another field, patch by patch, streamed to netCDF in the data's units.
   the targets: one cell per point of the grid variable's dims (or, with no data variable,
   of its coordinates' dims). The model's inputs are coordinates of the grid, by name
   (``inputs``; latitude/longitude found by CF names, units or ``standard_name``: ``lat``,
-  ``latitude``, ``degrees_north``, ...); by default the run's task says which (the
-  ``gridded`` task: its latitude and longitude, and a fixed time input), else the grid
-  dims' coordinates in order. Cells where the grid variable is NaN (a masked value: land
+  ``latitude``, ``degrees_north``, ...); by default the model's normaliser says which (a
+  ``gridded``-task model: its latitude and longitude, and a fixed time input), else the
+  grid dims' coordinates in order. Cells where the grid variable is NaN (a masked value: land
   in a sea-surface field) are not predicted and written as NaN.
 - **context**: scattered points (a CSV path or ``pandas.DataFrame``, one row per point,
   columns named as the input coordinates and a value column) or another field (an
@@ -29,13 +29,18 @@ predictives would be a mixture whose quantiles are no blend of the patches' quan
 No seam shows where the model ignores context farther than ``padding``: what a cell sees
 then does not depend on the tile it falls in. Where every window holds all the context,
 the result equals the unpatched prediction (tests/core/test_fields.py). The default
-``padding`` is half the span of the inputs the model was trained on (the run's task), the
+``padding`` is half the span of the inputs the model was trained on (the normaliser's
+``coordinates["span"]``), the
 default tile half that span: a cell at a tile's edge sees context half a training region
 away on every side, as the centre of a training task does, in windows of 1.5 training spans
 (bounded, whatever the grid's size); without a known span, the window is the whole context.
 Seams measured for a trained TNP-D: docs/fields.md.
 
-The normaliser (raw units to the model's) comes from :func:`field_normaliser`.
+The normaliser (raw units to the model's, and what the grid's coordinates are to the
+model: :func:`field_inputs`) is the model's own, ``model.normaliser``, saved in its model
+file (:mod:`taylorformer.normaliser`); a model without one (a file written before
+normalisers were saved) is refused with an error naming what is missing: the grid's
+coordinates and values are in the data's units, which such a model cannot map.
 """
 import contextlib
 import os
@@ -48,7 +53,10 @@ import numpy as np
 from taylorformer.checks import check_int
 from taylorformer.coordinates import coordinate_role
 from taylorformer.errors import BatchError
-from taylorformer.prediction.query import DEFAULT_LEVELS, MAX_MAGNITUDE, predict_query
+from taylorformer.files import atomic_path, check_output_path
+from taylorformer.normaliser import Normaliser, latlon_to_xyz
+from taylorformer.prediction.calibration import apply_spread_scale
+from taylorformer.prediction.query import DEFAULT_LEVELS, MAX_MAGNITUDE, predict_query, read_csv
 
 #: the most cells a grid may have (``predict_field(max_cells=...)`` lowers it)
 MAX_GRID_CELLS = 10**9
@@ -77,24 +85,13 @@ def _find(names, wanted, attrs_of, where, what):
                      + f"; it has {sorted(map(str, names))}")
 
 
-# ----------------------------------------------------------------------------- run setup
-def field_normaliser(task, dim_x, dim_y):
-    """The affine maps between raw units and the model's: ``{"x_offset", "x_scale",
-    "y_offset", "y_scale"}`` (the model sees ``(x - x_offset) / x_scale`` and predicts
-    ``(y - y_offset) / y_scale``), lists of ``dim_x``/``dim_y`` floats. Today from the
-    run's task (:func:`taylorformer.prediction.export.task_normaliser`; identity without a task): the
-    one place to switch to a normaliser saved in the model file."""
-    from taylorformer.prediction.export import task_normaliser
-
-    return task_normaliser(task, dim_x, dim_y)
-
-
+# ----------------------------------------------------------------------------- model inputs
 class FieldInputs:
     """How grid coordinates become the model's inputs.
 
     ``names``: the coordinates read per point (None: the grid dims' coordinates, in order);
-    ``to_x(coords [N, k]) -> [N, dim_x]`` raw model inputs; ``groups(x [B, N, dim_x])``:
-    the feature groups (``s``, ``t``) of a task that gives them, keyed ``"s"``/``"t"``;
+    ``to_x(coords [N, k]) -> [N, dim_x]`` data-unit model inputs; ``groups(x [B, N, dim_x])``:
+    the feature groups (``s``, ``t``) of a model that takes them, keyed ``"s"``/``"t"``;
     ``span``: the span of the training inputs per input coordinate, in coordinate units
     (None: unknown)."""
 
@@ -104,42 +101,43 @@ class FieldInputs:
         self.groups = groups or (lambda x: {})
 
 
-def field_inputs(task, dim_x, names=None, time_input=None):
-    """The :class:`FieldInputs` of a model trained on ``task`` (None: the inputs are the
-    grid's coordinates as they are). The ``gridded`` task: its two spatial coordinates
-    (latitude, longitude on the sphere; ``space="xyz"`` turned into unit vectors) and
-    the window-time input fixed at ``time_input`` (default: the window's last step, the
-    most recent), with its ``sc``/``tc`` groups. A task whose batches carry other feature
-    groups is refused."""
-    from taylorformer.prediction.export import task_refusal
-    from taylorformer.tasks.gridded import GriddedTask
-    from taylorformer.tasks.sphere import latlon_to_xyz
-
-    if isinstance(task, GriddedTask):
-        times = task.time_inputs()
-        t = float(times[-1] if time_input is None else time_input)
+def field_inputs(normaliser, dim_x, names=None, time_input=None):
+    """The :class:`FieldInputs` of a model with ``normaliser`` (its ``coordinates``, see
+    :mod:`taylorformer.normaliser`). Inputs ``[space, window time]`` with groups ``s``/``t``
+    (a ``gridded``-task model: ``space`` and ``time_input`` recorded): the two spatial
+    coordinates (unit vectors where ``space_inputs`` is ``"xyz"`` on a geographic grid) and
+    the window-time input fixed at ``time_input`` (default the recorded one: the most recent
+    step). Otherwise the grid's coordinates are the inputs as they are; a model taking
+    other feature groups is refused."""
+    coordinates = normaliser.coordinates or {}
+    span = coordinates.get("span")
+    if normaliser.groups and coordinates.get("space") is not None:
+        space = list(coordinates["space"])
+        t = coordinates.get("time_input") if time_input is None else time_input
+        if t is None:
+            raise BatchError("predict_field: the model's normaliser records no window-time input (a model file "
+                             "written before it did): give the time input (time_input=, --time-input)")
+        t = float(t)
         if not (np.isfinite(t) and abs(t) <= MAX_MAGNITUDE):
             raise BatchError(f"predict_field 'time_input' must be a finite number, got {time_input!r}")
-        spherical = task.geographic and task.space == "xyz"
-        if names is not None and len(names) != 2:
-            raise BatchError(f"predict_field: a gridded-task model takes 2 input coordinates "
-                             f"({', '.join(task.space_dims)}), got {list(names)}")
+        spherical = coordinates.get("geographic") and coordinates.get("space_inputs") == "xyz"
+        if names is not None and len(names) != len(space):
+            raise BatchError(f"predict_field: this model takes {len(space)} input coordinates "
+                             f"({', '.join(space)}), got {list(names)}")
+        if (3 if spherical else len(space)) + 1 != dim_x:
+            raise BatchError(f"predict_field: the model's normaliser describes {len(space)} spatial coordinates "
+                             f"and a time input, which do not make its {dim_x} inputs")
 
         def to_x(coords):
-            space = latlon_to_xyz(coords) if spherical else coords
-            return np.concatenate([space, np.full((len(coords), 1), t)], -1)
+            inputs = latlon_to_xyz(coords) if spherical else coords
+            return np.concatenate([inputs, np.full((len(coords), 1), t)], -1)
 
-        span = [float(np.ptp(g)) for g in task.grid]  # latitude, longitude
-        return FieldInputs(dim_x, list(names or task.space_dims), to_x,
+        return FieldInputs(dim_x, list(names or space), to_x,
                            lambda x: {"s": x[..., :-1], "t": x[..., -1:]}, span)
-    if task is not None:
-        refusal = task_refusal(task)
-        if refusal:
-            raise BatchError(f"predict_field cannot build the inputs of this model: {refusal}")
-    span = None
-    box = getattr(task, "context_box", None)
-    if box is not None and np.shape(box) == (dim_x, 2):
-        span = [float(hi - lo) for lo, hi in np.asarray(box, np.float64)]
+    if normaliser.groups:
+        raise BatchError(f"predict_field cannot build the inputs of this model: it takes the feature groups "
+                         f"{normaliser.groups} (space/time positions) besides x, and its normaliser does not "
+                         "say how a grid's coordinates make them")
     if names is not None and len(names) != dim_x:
         raise BatchError(f"predict_field: {len(names)} input coordinate(s) {list(names)} given but the "
                          f"model takes {dim_x} inputs")
@@ -289,9 +287,7 @@ def read_context(source, names, value=None, where_grid=None):
     if isinstance(source, (str, os.PathLike)) and str(source).lower().endswith(".csv"):
         if not os.path.isfile(source):
             raise BatchError(f"context file {source} does not exist")
-        from taylorformer.prediction.query import _read_csv
-
-        source, where = _read_csv(source), str(source)
+        source, where = read_csv(source), str(source)
     else:
         where = "the context DataFrame" if isinstance(source, pd.DataFrame) else None
     if isinstance(source, pd.DataFrame):
@@ -431,7 +427,7 @@ def _per_input(owner, key, value, names, default):
     return array
 
 
-def predict_field(model, context, grid, output=None, *, task=None, normaliser=None, inputs=None,
+def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=None,
                   variable=None, value=None, time_input=None, padding=None, patch=None,
                   levels=DEFAULT_LEVELS, chunk_size=4096, spread_scale=None, max_cells=None,
                   progress=True, seed=0):
@@ -439,10 +435,11 @@ def predict_field(model, context, grid, output=None, *, task=None, normaliser=No
     ``xarray.Dataset`` of ``output`` (opened lazily: close it) or, with ``output`` None, the
     result loaded in memory (small grids). See the module docstring.
 
-    ``task``: the run's task, for the normaliser (:func:`field_normaliser`), the inputs
-    (:func:`field_inputs`) and the training span behind the default ``padding``/``patch``;
-    ``normaliser``: that dict given directly (default: the task's, or identity).
-    ``inputs``: the grid coordinates that are the model's inputs, in order; ``variable``:
+    ``normaliser``: a :class:`~taylorformer.normaliser.Normaliser` (default
+    ``model.normaliser``, the model file's): the units, the inputs (:func:`field_inputs`)
+    and the training span behind the default ``padding``/``patch``; a BatchError naming
+    what is missing where there is none (``Normaliser.identity(dim_x, dim_y)`` for a model
+    that works in the data's own units). ``inputs``: the grid coordinates that are the model's inputs, in order; ``variable``:
     the grid's field; ``value``: the context's value column/variable (default the grid
     variable's name, else ``y``); ``time_input``: the gridded task's time input.
     ``padding``: coordinate units added on every side of a tile for its window (one
@@ -450,9 +447,6 @@ def predict_field(model, context, grid, output=None, *, task=None, normaliser=No
     tile cells per grid dim. ``levels``: quantile levels; ``chunk_size``: targets per
     forward pass; ``spread_scale``: a recalibration ``[Dy]`` (:mod:`taylorformer.prediction.calibration`);
     ``max_cells``: refuse a larger grid (default :data:`MAX_GRID_CELLS`)."""
-    from taylorformer.prediction.calibration import apply_spread_scale
-    from taylorformer.files import atomic_path, check_output_path
-
     check_int("predict_field", "chunk_size", chunk_size)
     max_cells = check_int("predict_field", "max_cells", MAX_GRID_CELLS if max_cells is None else max_cells)
     levels = tuple(float(q) for q in levels)
@@ -460,21 +454,32 @@ def predict_field(model, context, grid, output=None, *, task=None, normaliser=No
         raise BatchError(f"predict_field 'levels' must be probabilities in (0, 1), got {list(levels)}")
     if model.dim_y != 1:
         raise BatchError(f"predict_field predicts one variable; this model has {model.dim_y} outputs")
-    spec = field_inputs(task, model.dim_x, inputs, time_input)
-    norm = dict(normaliser or field_normaliser(task, model.dim_x, model.dim_y))
-    x_offset, x_scale = (np.asarray(norm[k], np.float64) for k in ("x_offset", "x_scale"))
-    y_offset, y_scale = (float(np.asarray(norm[k], np.float64).reshape(-1)[0]) for k in ("y_offset", "y_scale"))
+    normaliser = model.normaliser if normaliser is None else normaliser
+    if not isinstance(normaliser, Normaliser):
+        raise BatchError(
+            "predict_field: the model has no normaliser (a model file written before taylorformer saved one, or "
+            "a model built without a task): the grid's coordinates and the context's values are in the data's "
+            "units, which it cannot map to the model's; train it again, or pass normaliser="
+            "Normaliser.identity(dim_x, dim_y) for a model that works in the data's own units"
+            if normaliser is None else f"predict_field 'normaliser' must be a Normaliser, got "
+                                       f"{type(normaliser).__name__}")
+    if (normaliser.dim_x, normaliser.dim_y) != (model.dim_x, model.dim_y):
+        raise BatchError(f"predict_field: the normaliser has dims x {normaliser.dim_x}, y {normaliser.dim_y}; the "
+                         f"model has {model.dim_x}, {model.dim_y}")
+    spec = field_inputs(normaliser, model.dim_x, inputs, time_input)
     if output is not None:
         if not str(output).lower().endswith(".nc"):
             raise BatchError(f"predict_field output {output} must be a netCDF file (.nc)")
-        reads = [s for s in (grid, context) if isinstance(s, (str, os.PathLike))]
-        check_output_path(output, "output", reads=reads)
+        check_output_path(output, "output",
+                          reads=[s for s in (grid, context) if isinstance(s, (str, os.PathLike))])
     target = Grid(grid, spec.names, variable, num_inputs=None if spec.names else model.dim_x, max_cells=max_cells)
     try:
         names = target.names
         coords, values, ctx_attrs, value_name = read_context(context, names, value or target.variable, target.where)
         name = target.variable or value_name  # the outputs' prefix: the field's name
         attrs = dict(target.field.attrs) if target.field is not None else ctx_attrs
+        if "units" not in attrs and normaliser.y_units[0]:
+            attrs["units"] = normaliser.y_units[0]
         span = spec.span  # one per input coordinate, in the order of names
         known = span is not None and len(span) == len(names) and all(s > 0 for s in span)
         pad = _per_input("predict_field", "padding", padding, names,
@@ -505,8 +510,7 @@ def predict_field(model, context, grid, output=None, *, task=None, normaliser=No
             writer = _Writer(path, target, name, levels, attrs, options)
             try:
                 _predict_blocks(model, target, writer, name, coords, values, spec, pad, tiles, levels,
-                                chunk_size, seed, progress, (x_offset, x_scale, y_offset, y_scale), spread_scale,
-                                apply_spread_scale)
+                                chunk_size, seed, progress, normaliser, spread_scale)
             finally:
                 writer.close()
             if output is None:
@@ -521,12 +525,11 @@ def predict_field(model, context, grid, output=None, *, task=None, normaliser=No
 
 
 def _predict_blocks(model, grid, writer, name, coords, values, spec, pad, tiles, levels, chunk_size, seed,
-                    progress, affine, spread_scale, apply_spread_scale):
-    """Predict and write every tile of ``grid`` (see :func:`predict_field`)."""
-    x_offset, x_scale, y_offset, y_scale = affine
-    # quantiles of y_scale * z + y_offset: a negative scale swaps the levels
-    z_levels = tuple(1.0 - q for q in levels) if y_scale < 0 else levels
-    yc_all = ((values - y_offset) / y_scale).astype(np.float32)
+                    progress, normaliser, spread_scale):
+    """Predict and write every tile of ``grid`` (see :func:`predict_field`); the model sees
+    ``normaliser``'s model units, the file gets the data's (its scales are > 0, so the
+    quantile levels map to themselves)."""
+    yc_all = normaliser.y_to_model(values[:, None])[:, 0].astype(np.float32)
     bar = _Progress(int(np.prod(grid.shape, dtype=np.int64)), progress)
     # every tile's targets padded to a full tile's (in whole chunks): one compiled target shape
     full = int(np.prod([min(t, n) for t, n in zip(tiles, grid.shape)]))
@@ -543,7 +546,7 @@ def _predict_blocks(model, grid, writer, name, coords, values, spec, pad, tiles,
         cells = grid.inputs(block)[defined.reshape(-1)]
         lo, hi = cells.min(0) - pad, cells.max(0) + pad
         inside = np.all((coords >= lo) & (coords <= hi), axis=1)
-        to_model = lambda c: ((spec.to_x(c) - x_offset) / x_scale).astype(np.float32)  # noqa: E731
+        to_model = lambda c: normaliser.x_to_model(spec.to_x(c)).astype(np.float32)  # noqa: E731
         xt, xc, yc = to_model(cells), to_model(coords[inside]), yc_all[inside]
         # padded (masked context, repeated targets): one compiled forward pass per bucket, not per tile
         nc, nt = len(xc), len(xt)
@@ -557,12 +560,12 @@ def _predict_blocks(model, grid, writer, name, coords, values, spec, pad, tiles,
             query[key + "c"] = part
         for key, part in spec.groups(query["xt"]).items():
             query[key + "t"] = part
-        out = predict_query(model, query, levels=z_levels, chunk_size=chunk_size, seed=seed, verbose=0)
+        out = predict_query(model, query, levels=levels, chunk_size=chunk_size, seed=seed, verbose=0)
         if spread_scale is not None:
             out = apply_spread_scale(out, spread_scale)
-        mean = out["mean"][0, :nt, 0] * y_scale + y_offset
-        stddev = out["stddev"][0, :nt, 0] * abs(y_scale)
-        quantiles = out["quantiles"][:, 0, :nt, 0] * y_scale + y_offset
+        mean = normaliser.y_from_model(out["mean"][0, :nt])[:, 0]
+        stddev = normaliser.spread_from_model(out["stddev"][0, :nt])[:, 0]
+        quantiles = normaliser.y_from_model(out["quantiles"][:, 0, :nt])[..., 0]
         for key, result in ((f"{name}_mean", mean), (f"{name}_stddev", stddev)):
             full = np.full(shape, np.nan, np.float64)
             full[defined] = result
@@ -571,29 +574,3 @@ def _predict_blocks(model, grid, writer, name, coords, values, spec, pad, tiles,
         full[:, defined] = quantiles
         writer.write(f"{name}_quantiles", block, full)
         bar.add(int(np.prod(shape)))
-
-
-def predict_field_run(run_dir, grid, context, output, checkpoint="best", recalibration=True, **options):
-    """:func:`predict_field` with the model, task (normaliser, inputs, training span) and
-    stored recalibration of a run (a directory with a model file alone: the model's own
-    units, inputs the grid dims' coordinates); ``output`` a new ``.nc`` file (never one of
-    the run's or one it reads). Returns ``(output, cells)``."""
-    from taylorformer.prediction import calibration
-    from taylorformer.files import check_output_path
-    from taylorformer.workflow.run_dir import RunDirectory
-    from taylorformer.workflow.runs import load_run
-
-    if not str(output).lower().endswith(".nc"):
-        raise BatchError(f"--output {output}: predictions on a grid are written as netCDF; name a .nc file")
-    check_output_path(output, "--output", reads=(grid, context), run_dir=run_dir)
-    record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
-    run = RunDirectory(run_dir)
-    if os.path.isfile(run.file("config.json")):
-        model, task, _ = load_run(run_dir, checkpoint)
-    else:  # a directory holding a model file alone: its inputs and outputs are the model's own
-        model, task = run.load_model(checkpoint), None
-    with predict_field(model, context, grid, output, task=task,
-                       spread_scale=None if record is None else record["scale"], **options) as result:
-        cells = int(np.prod([result.sizes[d] for d in result[next(iter(result.data_vars))].dims
-                             if d != "quantile"]))
-    return output, cells

@@ -32,12 +32,13 @@ Two criteria (``criterion=``):
 The result (:class:`Placement`) has the locations in order with their acquisition value
 (the reduction of the criterion) and the criterion left after each; its per-point region
 variances before and after placement draw the map
-(:func:`taylorformer.plotting.placement.plot_placement`). :func:`place_run` is ``taylorformer
-place``: files as ``taylorformer predict`` reads them (:mod:`taylorformer.prediction.query`).
+(:func:`taylorformer.plotting.placement.plot_placement`). :func:`place_files` is ``taylorformer
+place`` (:func:`taylorformer.workflow.runs.place_run` loads the run's model): files as
+``taylorformer predict`` reads them (:mod:`taylorformer.prediction.query`).
 
 Units: :func:`place` works in the model's units (inputs, context values and the variances
-it reports), as the model computes. :func:`place_run` takes the files in the data's units
-when the run's model carries a normaliser (:mod:`taylorformer.normaliser`): it maps them to
+it reports), as the model computes. :func:`place_files` takes the files in the data's units
+when the model carries a normaliser (:mod:`taylorformer.normaliser`): it maps them to
 the model's units, places, and reports the chosen points as given and the variances in the
 data's units (:func:`placement_in_data_units`).
 """
@@ -278,7 +279,7 @@ def place(model, candidates, context=None, region=None, k=1, criterion="variance
     ``num_samples`` (joint samples, autoregressive models) and ``max_points`` (the memory
     bound). ``x_names``: the inputs' names (table columns, map axes). ``verbose``: a
     progress bar over the ``k`` steps. Everything is in the model's units (a model with a
-    normaliser: map raw data with ``model.normaliser`` first, as :func:`place_run` does, and
+    normaliser: map raw data with ``model.normaliser`` first, as :func:`place_files` does, and
     the result back with :func:`placement_in_data_units`).
     """
     check_choice("place", "criterion", criterion, CRITERIA)
@@ -355,15 +356,15 @@ def write_placement(path, placement):
 
 
 def _check_writable(path, what, reads, run_dir):
-    """Refuse to write ``path`` over a file this command reads or a file of the run."""
+    """Refuse to write ``path`` over a file this command reads or a file of the run
+    ``run_dir`` (None: no run)."""
     from taylorformer.files import RUN_FILES
 
     real = os.path.realpath(path)
     for read in reads:
         if read is not None and os.path.realpath(read) == real:
             raise BatchError(f"{what} {path} is also an input file of this command; write elsewhere")
-    run = os.path.realpath(run_dir)
-    inside = os.path.relpath(real, run)
+    inside = os.pardir if run_dir is None else os.path.relpath(real, os.path.realpath(run_dir))
     if not inside.startswith(os.pardir) and inside.split(os.sep)[0] in RUN_FILES + ("tensorboard",):
         raise BatchError(f"{what} {path} is a file of the run {run_dir}; write elsewhere")
     if os.path.isdir(path):
@@ -413,24 +414,22 @@ def placement_in_data_units(placement, normaliser, candidates, region, context_x
         units=units)
 
 
-def place_run(run_dir, candidates, output, context=None, region=None, k=1, criterion="variance",
-              checkpoint="best", pseudo_draws=0, num_samples=DEFAULT_SAMPLES, max_points=DEFAULT_MAX_POINTS,
-              x_columns=None, y_columns=None, seed=0, plot=None, verbose=1):
-    """``taylorformer place``: choose ``k`` of the inputs of the file ``candidates`` with a
-    run's model given the context (the file ``context``, or ``xc``/``yc`` in an
+def place_files(model, candidates, output, context=None, region=None, k=1, criterion="variance",
+                pseudo_draws=0, num_samples=DEFAULT_SAMPLES, max_points=DEFAULT_MAX_POINTS,
+                x_columns=None, y_columns=None, seed=0, plot=None, verbose=1, run_dir=None):
+    """``taylorformer place``: choose ``k`` of the inputs of the file ``candidates`` with
+    ``model`` given the context (the file ``context``, or ``xc``/``yc`` in an
     ``.npz``/``.nc`` candidates file; none: no observations yet) and write the
     :class:`Placement` table to ``output`` (:func:`write_placement`) and its map to the PNG
     ``plot``. Files are read as ``taylorformer predict`` reads them; ``region``: a file of
     inputs where the uncertainty counts (default the candidates). With a normaliser in the
     model file, the files are in the data's units and so is the result
     (:func:`placement_in_data_units`); without one (an old model file), the model's units,
-    with a warning. Never writes over a file it reads or a file of the run. Returns the
-    :class:`Placement`."""
+    with a warning. Never writes over a file it reads or a file of the run ``run_dir`` (the
+    model's, where it came from one). Returns the :class:`Placement`."""
     from taylorformer.prediction import query as q
     from taylorformer.files import atomic_path
-    from taylorformer.workflow.run_dir import RunDirectory
 
-    check_choice("run", "checkpoint", checkpoint, ("best", "model"))
     q.check_format(output, (".npz", ".nc", ".csv"))  # bad output names fail before any work
     if plot is not None and os.path.splitext(str(plot))[1].lower() != ".png":
         raise BatchError(f"plot {plot}: the map is written as PNG; name it *.png")
@@ -439,15 +438,12 @@ def place_run(run_dir, candidates, output, context=None, region=None, k=1, crite
     for path, what in ((output, "output"), (plot, "plot")):
         if path is not None:
             _check_writable(path, what, (candidates, context, region), run_dir)
-    if not os.path.isdir(run_dir):
-        raise BatchError(f"run directory {run_dir} does not exist")
-    model = RunDirectory(run_dir).load_model(checkpoint)
     normaliser = getattr(model, "normaliser", None)
     names = (None, None) if normaliser is None else (normaliser.x_names, normaliser.y_names)
     dtype = np.float32 if normaliser is None else np.float64  # raw data: mapped before float32
     has_context = context is not None or (
         os.path.isfile(candidates) and os.path.splitext(candidates)[1].lower() in (".npz", ".nc")
-        and {"xc", "yc"} <= set(q._read_arrays(candidates, ("xc", "yc"))))
+        and {"xc", "yc"} <= set(q.read_arrays(candidates, ("xc", "yc"))))
     if has_context:
         query = q.read_query(candidates, context, x_columns=x_columns, y_columns=y_columns, names=names,
                              dtype=dtype)
@@ -459,7 +455,7 @@ def place_run(run_dir, candidates, output, context=None, region=None, k=1, crite
     if region is not None:
         raw["region"] = read_points(region, x_columns, x_names=names[0], dtype=dtype)
     if normaliser is None:
-        warnings.warn(f"{run_dir}: its model file has no saved normaliser (written before taylorformer saved "
+        warnings.warn(f"{run_dir or model.name}: its model file has no saved normaliser (written before taylorformer saved "
                       "one): candidates, context and region are taken, and variances written, in the model's "
                       "units", stacklevel=2)
         mapped = raw

@@ -109,7 +109,7 @@ def _load_numpy(path, expect):
         raise BatchError(f"{path} is not a valid {expect} file (corrupt): {type(exc).__name__}: {exc}") from None
 
 
-def _read_csv(path):
+def read_csv(path):
     """The DataFrame of the CSV file ``path``; :class:`BatchError` naming it when it is
     empty or cannot be parsed."""
     import pandas as pd
@@ -124,7 +124,7 @@ def _read_csv(path):
     return frame
 
 
-def _read_arrays(path, keys):
+def read_arrays(path, keys):
     """``{key: array}`` of those ``keys`` present in an ``.npz``/``.nc`` file."""
     if check_format(path, (".npz", ".nc")) == ".npz":
         return {k: v for k, v in _load_numpy(path, ".npz").items() if k in keys}
@@ -149,11 +149,11 @@ def read_query(path, context=None, x_columns=None, y_columns=None, names=None, d
     query = _read_inputs_file(path, x_columns, CONTEXT_KEYS + TARGET_KEYS, x_names)
     if context is not None:
         if check_format(context, (".npz", ".nc", ".csv")) == ".csv":
-            frame = _read_csv(context)
+            frame = read_csv(context)
             found = {"xc": _columns(frame, context, x_columns, "x", x_names),
                      "yc": _columns(frame, context, y_columns, "y", y_names)}
         else:
-            found = _read_arrays(context, CONTEXT_KEYS)
+            found = read_arrays(context, CONTEXT_KEYS)
         query.update(found)
     missing = [k for k in ("xc", "yc", "xt") if k not in query]
     if missing:
@@ -184,10 +184,10 @@ def _read_inputs_file(path, x_columns, keys, x_names=None):
         raise BatchError(f"inputs file {path} does not exist")
     ext = check_format(path)
     if ext == ".csv":
-        return {"xt": _columns(_read_csv(path), path, x_columns, "x", x_names)}
+        return {"xt": _columns(read_csv(path), path, x_columns, "x", x_names)}
     if ext == ".npy":
         return {"xt": _load_numpy(path, ".npy")}
-    return _read_arrays(path, keys)
+    return read_arrays(path, keys)
 
 
 def _as_batch(query, where, dtype=np.float32):
@@ -430,4 +430,6 @@ def _dataset(arrays, names=None):
             if key in data and len(units) == 1 and None not in units:
                 data[key].attrs["units"] = names[2][0]
         data.attrs["units"] = "the data's units (the model file's normaliser)"
+    else:
+        data.attrs["units"] = "the model's units (the model file holds no normaliser)"
     return data

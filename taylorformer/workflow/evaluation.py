@@ -100,7 +100,7 @@ def data_unit_metrics(normaliser, errors, lls, log_jacobians):
                          "mae": float(np.mean(np.abs(e))) if e.size else None, "n": int(e.size),
                          "offset": float(normaliser.y_offset[j]), "scale": float(normaliser.y_scale[j])}
     return {"loglik": _mean_stderr(lls - np.concatenate(log_jacobians)), "outputs": outputs,
-            "note": "in the data's units (the task's normaliser: y = offset + scale * model y); "
+            "note": "in the data's units (the model's normaliser: y = offset + scale * model y); "
                     "loglik is per target point, summed over its observed outputs"}
 
 
@@ -130,12 +130,15 @@ def sample_metrics(samples, yt, mask_t, observed_t=None):
     return {"sq_err": sq_err[mask], "crps": crps[mask], "inside95": inside[mask]}
 
 
-def task_normaliser(task, model):
-    """The normaliser that maps ``task``'s batches to the data's units
-    (:meth:`taylorformer.normaliser.Normaliser.from_task`, the names and units of the
-    model's own where the task gives none), or None where the task's map is not affine."""
+def units_normaliser(task, model):
+    """The normaliser that maps the model's units to the data's: the model file's
+    (``model.normaliser``), else, for a model file written before normalisers were saved,
+    ``task``'s (:meth:`taylorformer.normaliser.Normaliser.from_task`; None where the
+    task's map is not affine)."""
     from taylorformer.normaliser import Normaliser
 
+    if getattr(model, "normaliser", None) is not None:
+        return model.normaliser
     try:
         return Normaliser.from_task(task, model.dim_x, model.dim_y)
     except SpecError:
@@ -169,7 +172,7 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     """
     check_evaluate_options(batch_size, num_batches, num_samples, consistency, model)
     autoregressive = getattr(model, "causal", False)
-    normaliser = task_normaliser(task, model)
+    normaliser = units_normaliser(task, model)
     log_scale = None if normaliser is None else normaliser.log_scale()
     lls, sq, inside, gts, sampled, stds, errors, jacobians = [], [], [], [], [], [], [], []
     skipped = 0
@@ -231,7 +234,7 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
                         "(z = (y - offset) / scale); data_units has them in the data's units")
         out["data_units"] = data_unit_metrics(normaliser, errors, lls, jacobians)
     elif normaliser is not None:
-        out["units"] = "the data's own units (the task's normaliser is the identity)"
+        out["units"] = "the data's own units (the normaliser is the identity)"
     else:
         out["units"] = "the model's units (no normaliser)"
     if gts:

@@ -1,4 +1,5 @@
-"""Finished runs: load the model and task of a run directory, evaluate, plot.
+"""Finished runs: load the model and task of a run directory, evaluate, plot, and predict,
+place and export from its model file.
 
 A run records its task in ``config.json`` as a registered name and config, which
 rebuild it. A run trained on a task *object* (``train(task=obj)``) is recorded the same
@@ -6,6 +7,12 @@ way when the object can be rebuilt (:func:`task_record`); one holding in-memory 
 (a DataFrame, arrays, an xarray object) is recorded by name and class with
 ``"task_object"``, and loading, evaluating or plotting that run needs the same task
 object again (``task=obj``): the error says so.
+
+Predicting (:func:`predict_run`, :func:`predict_field_run`), placing (:func:`place_run`)
+and exporting (:func:`export_run`) need the model file alone, never the task: the data's
+units, names and input layout are its normaliser's (``model.normaliser``,
+:mod:`taylorformer.normaliser`), so they work on every run, one trained on a task object
+included, and on a directory holding only a model file.
 """
 import datetime
 import functools
@@ -215,7 +222,7 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
     check_int("predict", "num_samples", num_samples, minimum=0)
     # never over what it reads or the run's own files; the directory exists before the work
     check_output_path(output, "--output", reads=(inputs, context), run_dir=run_dir)
-    model = RunDirectory(run_dir).load_model(checkpoint)
+    model = load_model_file(run_dir, checkpoint)
     normaliser = model.normaliser
     names = None if normaliser is None else (normaliser.x_names, normaliser.y_names)
     try:
@@ -243,6 +250,78 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
         result = to_data_units(result, normaliser)
     write_predictions(output, query, result, normaliser)
     return output, int(np.prod(query["xt"].shape[:2]))
+
+
+def load_model_file(run_dir, checkpoint="best"):
+    """The model of ``checkpoint`` (``best`` or ``model``) in the run directory ``run_dir``
+    (or a directory holding only a model file), for the commands that need no task."""
+    check_choice("run", "checkpoint", checkpoint, ("best", "model"))
+    if not os.path.isdir(run_dir):
+        raise RunDirectoryError(f"run directory {run_dir} does not exist")
+    return RunDirectory(run_dir).load_model(checkpoint)
+
+
+def predict_field_run(run_dir, grid, context, output, checkpoint="best", recalibration=True, **options):
+    """:func:`taylorformer.prediction.fields.predict_field` with the model file of a run (its
+    normaliser: units, inputs, training span) and its stored recalibration; ``output`` a
+    new ``.nc`` file (never one of the run's or one it reads). A model file without a
+    normaliser is refused (``predict_field`` names what is missing). Returns
+    ``(output, cells)``."""
+    from taylorformer.prediction.fields import predict_field
+
+    if not str(output).lower().endswith(".nc"):
+        raise BatchError(f"--output {output}: predictions on a grid are written as netCDF; name a .nc file")
+    check_output_path(output, "--output", reads=(grid, context), run_dir=run_dir)
+    model = load_model_file(run_dir, checkpoint)
+    if model.normaliser is None:
+        raise BatchError(f"{run_dir}: its model file has no normaliser (written before taylorformer saved one): "
+                         "predict --grid cannot map the grid's coordinates and the context's values, which are "
+                         "in the data's units, to the model's; train the run again, or use predict --input with "
+                         "files in the model's units")
+    record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
+    with predict_field(model, context, grid, output,
+                       spread_scale=None if record is None else record["scale"], **options) as result:
+        cells = int(np.prod([result.sizes[d] for d in result[next(iter(result.data_vars))].dims
+                             if d != "quantile"]))
+    return output, cells
+
+
+def place_run(run_dir, candidates, output, checkpoint="best", **options):
+    """``taylorformer place``: :func:`taylorformer.prediction.placement.place_files` with the
+    model file of a run (never writing over the run's files). Returns the
+    :class:`~taylorformer.prediction.placement.Placement`."""
+    from taylorformer.prediction.placement import place_files
+
+    return place_files(load_model_file(run_dir, checkpoint), candidates, output, run_dir=run_dir, **options)
+
+
+def export_run(run_dir, output, checkpoint="best"):
+    """Export the model of a run (``checkpoint`` ``best`` or ``model``) with its model file's
+    normaliser (:func:`taylorformer.prediction.export.export_model`) to ``output``, a new
+    or empty directory outside the run; returns ``output``. A model file without a
+    normaliser exports in the model's own units, with a warning."""
+    from taylorformer.errors import ExportError
+    from taylorformer.prediction.export import autoregressive_refusal, check_output_dir, export_model, groups_refusal
+
+    check_choice("export", "checkpoint", checkpoint, ("best", "model"))
+    check_output_dir(output, protect=[run_dir])
+    run = RunDirectory(run_dir)
+    if os.path.isfile(run.file("spec.json")) and run.read_spec().get("kind") == "autoregressive":
+        raise ExportError(f"cannot export run {run_dir}: " + autoregressive_refusal("its model"))
+    config = run.read_config() if os.path.isfile(run.file("config.json")) else {}
+    model = load_model_file(run_dir, checkpoint)
+    normaliser = model.normaliser
+    if normaliser is None:
+        warnings.warn(f"{run_dir}: its model file has no saved normaliser (written before taylorformer saved one): "
+                      "the SavedModel takes and gives the model's own units", stacklevel=2)
+    else:
+        refusal = groups_refusal(normaliser)
+        if refusal:
+            raise ExportError(f"cannot export run {run_dir}: {refusal}")
+    task = config.get("task") or ((normaliser.task or {}).get("name") if normaliser is not None else None)
+    extra = {"task": task, "task_config": config.get("task_config"),
+             "run_dir": os.path.abspath(run_dir), "checkpoint": checkpoint}
+    return export_model(model, output, normaliser, extra)
 
 
 def check_predict_memory(query, levels, num_samples):

@@ -20,6 +20,7 @@ from taylorformer.errors import ExportError, SpecError
 from taylorformer.prediction.export import export_model
 from taylorformer.models.inference import predict
 from taylorformer.models import build_model
+from taylorformer.normaliser import Normaliser
 from taylorformer.prediction.query import predict_query
 from taylorformer.workflow.runs import load_run
 
@@ -155,8 +156,8 @@ def test_mixture_parameters_are_mapped_to_the_data_units(tmp_path):
     import tensorflow as tf
 
     model = build_model({**TINY, "likelihood": {"name": "mixture", "components": 2}, "dim_y": 2})
-    norm = {"x_offset": [5.0], "x_scale": [2.0], "y_offset": [10.0, -3.0], "y_scale": [4.0, 0.5],
-            "x_names": ["t"], "y_names": ["a", "b"], "x_is": "raw inputs"}
+    norm = Normaliser.from_dict({"x_offset": [5.0], "x_scale": [2.0], "y_offset": [10.0, -3.0],
+                                 "y_scale": [4.0, 0.5], "x_names": ["t"], "y_names": ["a", "b"], "x_is": "raw inputs"})
     export_model(model, tmp_path / "mix", norm)
     loaded = tf.saved_model.load(str(tmp_path / "mix"))
     rng = np.random.default_rng(3)
@@ -233,9 +234,18 @@ def test_other_conditional_models_export(spec, tmp_path):
         np.testing.assert_allclose(out["stddev"], dist.stddev(), rtol=1e-5, atol=1e-5)
 
 
-def test_tasks_with_feature_groups_are_refused():
-    from taylorformer.prediction.export import task_refusal
+def test_tasks_with_feature_groups_are_refused(tmp_path):
+    """The model file's normaliser records the task's feature groups: a model that reads
+    them is refused, by the normaliser alone (no task is built)."""
+    from taylorformer.prediction.export import groups_refusal
     from taylorformer.task import make_task
 
-    assert "['sc', 'st']" in task_refusal(make_task("generic-spatial"))
-    assert task_refusal(make_task("gp")) is None
+    spatial = make_task("generic-spatial")
+    normaliser = Normaliser.from_task(spatial, spatial.dim_x, spatial.dim_y)
+    assert "['sc', 'st']" in groups_refusal(normaliser)
+    assert groups_refusal(Normaliser.from_task(make_task("gp"), 1, 1)) is None
+    model = build_model({**TINY, "dim_x": spatial.dim_x, "dim_y": spatial.dim_y})
+    model.normaliser = normaliser
+    with pytest.raises(ExportError, match="feature groups"):
+        export_model(model, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

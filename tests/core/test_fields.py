@@ -2,8 +2,10 @@
 ``plot-field``): patchwise prediction against the model's direct forward pass (all the
 context, or each patch's window computed here with NumPy), raw units against standardised
 predictions mapped back by hand, coordinates and attributes kept, NaN cells skipped, the
-map's axes, and one-line CLI errors for bad grids. A tiny model trained two steps on the
-gridded fixture; an untrained one of 2-D inputs for the patch tests."""
+map's axes, and one-line CLI errors for bad grids. The units, inputs and training span
+come from the model's normaliser alone (a model file without one is refused). A tiny model
+trained two steps on the gridded fixture; an untrained one of 2-D inputs (identity
+normaliser) for the patch tests."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,6 +16,7 @@ from taylorformer.workflow import training
 from taylorformer.cli import main
 from taylorformer.errors import BatchError
 from taylorformer.models import build_model
+from taylorformer.normaliser import Normaliser
 from taylorformer.workflow.runs import load_run
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
@@ -24,9 +27,12 @@ TRAIN = {"steps": 2, "batch_size": 2, "val_every": 2, "val_batches": 1, "checkpo
 
 @pytest.fixture(scope="module")
 def gp_model():
-    """A model of 2-D inputs (as the 2-D GP task's); untrained: patchwise equality is a
-    property of the windows, whatever the weights."""
-    return build_model({**TINY, "dim_x": 2, "dim_y": 1})
+    """A model of 2-D inputs (as the 2-D GP task's) in the data's own units (identity
+    normaliser, no training span); untrained: patchwise equality is a property of the
+    windows, whatever the weights."""
+    model = build_model({**TINY, "dim_x": 2, "dim_y": 1})
+    model.normaliser = Normaliser.identity(2, 1)
+    return model
 
 
 @pytest.fixture(scope="module")
@@ -107,12 +113,14 @@ def test_patchwise_equals_unpatched_when_windows_hold_all_context(gp_model, patc
 
 def test_defaults_come_from_the_training_span(gp_model):
     """The 2-D GP task trains on [-2, 2]^2 (span 4): padding 2 (half the span), tiles of
-    half the span (2 / 0.333 = 6 cells along x0, 2 / 0.4 = 5 along x1). Without a known
-    span (no task): the whole context, so the unpatched prediction."""
+    half the span (2 / 0.333 = 6 cells along x0, 2 / 0.4 = 5 along x1), recorded in the
+    task's normaliser. Without a known span: the whole context, the unpatched prediction."""
     from taylorformer.task import make_task
 
     grid, context = plane_grid(), scattered()
-    out = fields.predict_field(gp_model, context, grid, task=make_task("gp-2d-bsa"), progress=False)
+    normaliser = Normaliser.from_task(make_task("gp-2d-bsa"), 2, 1)
+    assert normaliser.coordinates["span"] == [4.0, 4.0]
+    out = fields.predict_field(gp_model, context, grid, normaliser=normaliser, progress=False)
     assert out.attrs["taylorformer_padding"] == "2,2" and out.attrs["taylorformer_patch"] == "6,5"
     bare = fields.predict_field(gp_model, context, grid, progress=False)
     assert bare.attrs["taylorformer_padding"] == "inf,inf" and bare.attrs["taylorformer_patch"] == "128,128"
@@ -194,15 +202,44 @@ def test_gridded_task_field_in_raw_units(gridded_configs, tmp_path):
     task = make_task("gridded", gridded_configs["gridded"])
     task.mean, task.std = 280.0, 7.5  # a normaliser far from the identity
     model = build_model({**TINY, "dim_x": 3, "dim_y": 1})
+    model.normaliser = Normaliser.from_task(task, 3, 1)  # what training saves in the model file
     grid, points = era5_grid(tmp_path)
-    out = fields.predict_field(model, tmp_path / "points.csv", tmp_path / "grid.nc", task=task, padding=np.inf,
+    out = fields.predict_field(model, tmp_path / "points.csv", tmp_path / "grid.nc", padding=np.inf,
                                progress=False)
     check_gridded_field(out, model, task, grid, points)
     field = xr.Dataset({"t2m": (("station",), points["t2m"].to_numpy())},
                        coords={"latitude": ("station", points["lat"].to_numpy(), {"units": "degrees_north"}),
                                "longitude": ("station", points["lon"].to_numpy())})
-    again = fields.predict_field(model, field, grid, task=task, padding=np.inf, progress=False)
+    again = fields.predict_field(model, field, grid, padding=np.inf, progress=False)
     np.testing.assert_allclose(again.t2m_mean.values, out.t2m_mean.values, rtol=1e-6, equal_nan=True)
+    # a model file from before the window-time input was recorded: the time input is asked for
+    old = model.normaliser.to_dict()
+    del old["coordinates"]["time_input"]
+    with pytest.raises(BatchError, match="records no window-time input.*--time-input"):
+        fields.predict_field(model, field, grid, normaliser=Normaliser.from_dict(old), padding=np.inf,
+                             progress=False)
+    given = fields.predict_field(model, field, grid, normaliser=Normaliser.from_dict(old), time_input=1.0,
+                                 padding=np.inf, progress=False)
+    np.testing.assert_allclose(given.t2m_mean.values, out.t2m_mean.values, rtol=1e-6, equal_nan=True)
+
+
+def test_a_model_without_a_normaliser_is_refused_never_labelled_as_data(tmp_path, capsys):
+    """A model file written before normalisers were saved: ``predict --grid`` prints one
+    ``error:`` line naming the missing normaliser and writes nothing (never z-units under
+    the grid variable's name); the API says what to pass."""
+    model = build_model({**TINY, "dim_x": 2, "dim_y": 1})
+    assert model.normaliser is None
+    with pytest.raises(BatchError, match="no normaliser.*Normaliser.identity"):
+        fields.predict_field(model, scattered(), plane_grid(), progress=False)
+    run = tmp_path / "old"
+    run.mkdir()
+    model.save(run / "model.keras")
+    plane_grid().to_netcdf(tmp_path / "grid.nc", engine="h5netcdf")
+    scattered().to_csv(tmp_path / "points.csv", index=False)
+    err = _error(capsys, ["predict", str(run), "--checkpoint", "model", "--grid", str(tmp_path / "grid.nc"),
+                          "--context", str(tmp_path / "points.csv"), "--output", str(tmp_path / "out.nc")])
+    assert "model file has no normaliser" in err
+    assert not (tmp_path / "out.nc").exists()
 
 
 @pytest.mark.long  # trains a run (about 30 s on a busy 2-core machine); the fast siblings: the tests above

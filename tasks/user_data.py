@@ -229,13 +229,13 @@ class ArraySetTask(Task):
 
     def _default_target(self):
         """``(lo, hi)`` default ``num_target`` (class docstring): scaled on the largest set."""
-        (c_lo, c_hi), (t_lo, t_hi) = DEFAULT_SET_COUNTS
+        (_, c_hi), (t_lo, t_hi) = DEFAULT_SET_COUNTS
         return scaled_range(t_lo, t_hi, max(self._set_sizes()), c_hi + t_hi, least=1)
 
     def _default_context(self):
         """``(lo, hi)`` default ``num_context`` (class docstring): scaled on the largest set,
         its minimum lowered so that the smallest set holds it and ``num_target``'s."""
-        (c_lo, c_hi), (t_lo, t_hi) = DEFAULT_SET_COUNTS
+        (c_lo, c_hi), (_, t_hi) = DEFAULT_SET_COUNTS
         sizes = self._set_sizes()
         lo, hi = scaled_range(c_lo, c_hi, max(sizes), c_hi + t_hi)
         return max(0, min(lo, min(sizes) - self.num_target[0])), hi

@@ -1,6 +1,6 @@
-"""Per-window against global normalisation on a drifting series (results: benchmarks/README.md).
+"""Per-window against global standardisation on a drifting series (results: benchmarks/README.md).
 
-Trains TNP-D twice on one ``csv`` task, identical but for the spec's ``normalise``
+Trains TNP-D twice on one ``csv`` task, identical but for the spec's ``standardise``
 (``"global"``: the training rows' z-scores; ``"window"``: each window by its own context,
 :mod:`taylorformer.models.window_normalisation`), same seed, steps and data stream, and scores
 both with persistence and seasonal naive on the same test windows with the same scorer::
@@ -68,14 +68,14 @@ def make_task(args):
                                        horizon=args.horizon)
 
 
-def train(task, args, normalise):
-    """TNP-D with ``normalise``, trained ``args.steps`` steps; returns (model, seconds)."""
+def train(task, args, standardise):
+    """TNP-D with ``standardise``, trained ``args.steps`` steps; returns (model, seconds)."""
     import keras
 
     import taylorformer as tfm
 
     keras.utils.set_random_seed(args.seed)
-    model = tfm.build_model("tnp-d", dim_x=task.dim_x, dim_y=task.dim_y, normalise=normalise,
+    model = tfm.build_model("tnp-d", dim_x=task.dim_x, dim_y=task.dim_y, standardise=standardise,
                             encoder={"layers": args.layers, "width": args.width},
                             head={"width": args.width})
     model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, global_clipnorm=0.5))
@@ -200,9 +200,9 @@ def main(argv=None):
           f"{len(starts)} test windows (stride 1); training std {float(task.std[0]):.4g}", flush=True)
     methods = baseline_scores(task, starts, args.season)
     timings, val_nll = {}, {}
-    for normalise in ("global", "window"):
-        model, seconds = train(task, args, normalise)
-        name = f"TNP-D {normalise}"
+    for standardise in ("global", "window"):
+        model, seconds = train(task, args, standardise)
+        name = f"TNP-D {standardise}"
         timings[name] = seconds
         val_nll[name] = float(np.nanmean(model_scores(model, task, val_starts)["nll"]))
         methods[name] = model_scores(model, task, starts)

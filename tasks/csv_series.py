@@ -22,9 +22,9 @@ Protocol, for a series of ``N`` rows (after NaN handling) and one window of
 * Standardisation: ``(y - mean) / std`` per target column, with ``mean`` and the
   population ``std`` (ddof 0) of the *training rows only* (their observed values: NaN
   left out; a target column with none is an error).
-* Model default: a model trained on this task normalises each window by its own context
-  (``model_defaults``: spec ``normalise: window``, :mod:`taylorformer.models.window_normalisation`)
-  unless its spec says ``normalise: global``: a series whose level drifts out of the
+* Model default: a model trained on this task standardises each window by its own context
+  (``model_defaults``: spec ``standardise: window``, :mod:`taylorformer.models.window_normalisation`)
+  unless its spec says ``standardise: global``: a series whose level drifts out of the
   training rows' range is forecast relative to its recent past (benchmarks/README.md,
   "window_normalisation.py"). The global standardisation above still applies first.
 * Inputs: every row is one time step (date gaps are ignored). The W rows of a window
@@ -240,7 +240,7 @@ class CSVSeriesTask(Task):
     name = "csv"
     rebuildable = True
     #: spec values a model trained on this task takes where its spec leaves them open
-    model_defaults = {"normalise": "window"}
+    model_defaults = {"standardise": "window"}
 
     def __init__(self, path=None, dataset=None, target_columns=None, date_column=None, column_names=None,
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,

@@ -41,7 +41,14 @@ keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::
     plotting/         figures, one module per kind of data
     the model file    normaliser (data units <-> model units), model_card (read without TensorFlow)
     the rest          cli (the command), tf_compat (private TF/Keras APIs), pixel_grid,
-                      attention_executor (plugin API 1 names, re-exported from attention/)
+                      files (atomic writes, output path checks), coordinates (which
+                      coordinate is latitude or longitude), attention_executor (plugin
+                      API 1 names, re-exported from attention/)
+
+Imports point down, in the order tests/core/test_import_graph.py's ``LAYERS`` states:
+helpers (errors, checks, files, batch, normaliser, ...), attention, the plugin contract,
+registry, spec, the records (model card, experiment), models, plotting, tasks, prediction,
+workflow, replication and plugins, the command line.
 
 ``TAYLORFORMER_LAZY_IMPORT=1`` imports the package without TensorFlow: the model names
 import :mod:`taylorformer.models` (and register the classes with Keras) on first use, so

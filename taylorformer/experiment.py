@@ -208,9 +208,9 @@ class Row(ExperimentRecord):
 
     def model_spec(self):
         """The model spec: the preset with the row's overrides. A row reproduces a paper's
-        protocol, whose data are standardised globally: ``normalise`` is ``"global"`` unless
+        protocol, whose data are standardised globally: ``standardise`` is ``"global"`` unless
         the row says otherwise (a forecasting task would default to per-window)."""
-        return {"preset": self.model, "normalise": "global", **self.model_overrides}
+        return {"preset": self.model, "standardise": "global", **self.model_overrides}
 
     @property
     def paper_comparable(self):

@@ -12,8 +12,8 @@ A spec names registry components::
      "dtype_policy": null,                   # e.g. "mixed_bfloat16" for the network
      "observed_flags": null,                 # per-output observed flags in the tokens
                                              # (null: on when dim_y > 1)
-     "normalise": null,                      # "global" | "window": outputs standardised by
-     "normalise_min_scale": 0.01,            # each window's context (null: the task's
+     "standardise": null,                    # "global" | "window": outputs standardised by
+     "standardise_min_scale": 0.01,          # each window's context (null: the task's
                                              # default, else "global"; window_normalisation)
      "init": "keras"}                        # initial linear weights: "keras" | "fan-in-uniform"
                                              # (models.initialisation)
@@ -22,7 +22,11 @@ A spec names registry components::
 distribution provided each component, nested ones included (``provenance``); the
 resolved spec is the model's Keras config, so ``model.save`` /
 :func:`taylorformer.load_model` rebuild it exactly. A component option that names a
-nested component is called after its kind: ``attention`` or ``attention_<role>``.
+nested component is called after its kind: ``attention`` or ``attention_<role>``. A key
+renamed since a spec was written (:data:`RENAMED_KEYS`: ``normalise`` is now
+``standardise``, so that "normalise" names only the data units of
+:class:`taylorformer.normaliser.Normaliser`) is read under its new name with a
+``DeprecationWarning``.
 """
 import copy
 import functools
@@ -30,6 +34,7 @@ import json
 import math
 import os
 import re
+import warnings
 
 from taylorformer import components, registry
 from taylorformer.checks import check_choice, check_size, check_widths
@@ -38,9 +43,9 @@ from taylorformer.hookspecs import KINDS
 
 MODEL_KINDS = ("conditional", "autoregressive")
 
-#: spec ``normalise``: the network's output units (:mod:`taylorformer.models.window_normalisation`)
-NORMALISE_MODES = ("global", "window")
-#: the default floor of a window's scale (spec ``normalise_min_scale``), in the batch's units
+#: spec ``standardise``: the network's output units (:mod:`taylorformer.models.window_normalisation`)
+STANDARDISE_MODES = ("global", "window")
+#: the default floor of a window's scale (spec ``standardise_min_scale``), in the batch's units
 #: (a task's z-scores: 1% of the training rows' std), so a constant context stays finite
 DEFAULT_MIN_SCALE = 0.01
 
@@ -53,8 +58,8 @@ DEFAULTS = {
     "wrapper": None,
     "dtype_policy": None,
     "observed_flags": None,
-    "normalise": None,
-    "normalise_min_scale": DEFAULT_MIN_SCALE,
+    "standardise": None,
+    "standardise_min_scale": DEFAULT_MIN_SCALE,
     "init": "keras",
     "description": "",
 }
@@ -63,6 +68,9 @@ INIT_SCHEMES = ("keras", "fan-in-uniform")
 TOP_LEVEL_KEYS = set(DEFAULTS) | {"encoder", "preset", "provenance"}
 COMPONENT_FIELDS = {"encoder": "encoder", "likelihood": "likelihood", "wrapper": "wrapper"}
 HEAD_KEYS = {"width", "hidden_layers", "activation"}
+#: spec keys renamed, earlier name -> current; specs written before (files, saved models,
+#: task defaults) are read under the current name with a DeprecationWarning
+RENAMED_KEYS = {"normalise": "standardise", "normalise_min_scale": "standardise_min_scale"}
 #: Keras dtype policies a network may run under (``dtype_policy``, ``--dtype-policy``)
 DTYPE_POLICIES = ("float32", "float64", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
 
@@ -114,7 +122,7 @@ def resolve_spec(spec, task_defaults=None, **overrides):
     """Complete, validated spec dict (JSON-serialisable) from any accepted form.
 
     ``task_defaults``: values a task prefers for keys the spec leaves at null (e.g. a
-    forecasting task's ``{"normalise": "window"}``); the spec and ``overrides`` win.
+    forecasting task's ``{"standardise": "window"}``); the spec and ``overrides`` win.
 
     A spec saved with a model (it carries ``provenance``) that names a component no
     installed plugin provides raises :class:`UnknownComponentError` naming the
@@ -132,8 +140,26 @@ def resolve_spec(spec, task_defaults=None, **overrides):
         raise _with_plugin_hint(exc, spec.get("provenance") or []) from None
 
 
+def current_keys(spec, owner="spec"):
+    """``spec`` with each key of :data:`RENAMED_KEYS` under its current name, with a
+    ``DeprecationWarning`` naming it; giving both names is a :class:`SpecError`."""
+    earlier = [key for key in RENAMED_KEYS if key in spec]
+    if not earlier:
+        return spec
+    spec = dict(spec)
+    for key in earlier:
+        new = RENAMED_KEYS[key]
+        if new in spec:
+            raise SpecError(f"{owner} gives both {key!r} and {new!r}; {key!r} is the earlier name of "
+                            f"{new!r}: keep {new!r} only")
+        warnings.warn(f"{owner}: {key!r} is now called {new!r}; write {new!r}", DeprecationWarning, stacklevel=4)
+        spec[new] = spec.pop(key)
+    return spec
+
+
 def _resolve(spec, overrides, task_defaults):
-    spec = deep_merge(spec, overrides)
+    spec = deep_merge(current_keys(spec), current_keys(overrides, "spec overrides"))
+    task_defaults = current_keys(task_defaults, "task model defaults")
     unknown = set(spec) - TOP_LEVEL_KEYS
     if unknown:
         key = sorted(unknown)[0]
@@ -145,7 +171,7 @@ def _resolve(spec, overrides, task_defaults):
         base = registry.get("model", name)
         if not isinstance(base, dict):
             raise SpecError(f"model preset {name!r} must be a spec dict, got {type(base).__name__}")
-        spec = deep_merge(deep_merge(base, {}), spec)
+        spec = deep_merge(current_keys(base, f"model preset {name!r}"), spec)
     if spec.pop("provenance", None) is not None:
         # a spec resolved before observed flags existed (a saved model or run) had none
         spec.setdefault("observed_flags", False)
@@ -153,9 +179,9 @@ def _resolve(spec, overrides, task_defaults):
     _check_types(resolved)
     if resolved["observed_flags"] is None:
         resolved["observed_flags"] = resolved["dim_y"] > 1
-    if resolved["normalise"] is None:
-        resolved["normalise"] = task_defaults.get("normalise") or "global"
-    check_normalise_options(resolved["normalise"], resolved["normalise_min_scale"])
+    if resolved["standardise"] is None:
+        resolved["standardise"] = task_defaults.get("standardise") or "global"
+    check_standardise_options(resolved["standardise"], resolved["standardise_min_scale"])
     for field in COMPONENT_FIELDS:
         if resolved.get(field) is not None:
             resolved[field] = components.normalize(resolved[field], field)
@@ -184,14 +210,14 @@ def _check_types(spec):
         raise SpecError(f"spec: description must be a string, got {spec['description']!r}")
 
 
-def check_normalise_options(mode, min_scale, owner="spec"):
-    """SpecError unless ``mode`` is one of :data:`NORMALISE_MODES` and ``min_scale`` a finite number > 0."""
-    if mode not in NORMALISE_MODES:
-        raise SpecError(f"{owner}: normalise must be one of {list(NORMALISE_MODES)} (window: each window "
+def check_standardise_options(mode, min_scale, owner="spec"):
+    """SpecError unless ``mode`` is one of :data:`STANDARDISE_MODES` and ``min_scale`` a finite number > 0."""
+    if mode not in STANDARDISE_MODES:
+        raise SpecError(f"{owner}: standardise must be one of {list(STANDARDISE_MODES)} (window: each window "
                         f"standardised by its own context), got {mode!r}")
     if isinstance(min_scale, bool) or not isinstance(min_scale, (int, float)) \
             or not math.isfinite(min_scale) or min_scale <= 0:
-        raise SpecError(f"{owner}: normalise_min_scale must be a finite number > 0, got {min_scale!r}")
+        raise SpecError(f"{owner}: standardise_min_scale must be a finite number > 0, got {min_scale!r}")
 
 
 # ---------------------------------------------------------------- option value checks

@@ -14,7 +14,7 @@ Protocol every task follows:
   (finite, fixed seeds: identical in every run);
 * ``get_config()`` -> JSON-serialisable dict that rebuilds the task;
 * optionally ``model_defaults``: a dict of spec values a model trained on the task takes
-  where its spec leaves them open (the forecasting tasks: ``{"normalise": "window"}``).
+  where its spec leaves them open (the forecasting tasks: ``{"standardise": "window"}``).
 
 Simulated tasks subclass :class:`Task` and implement :meth:`Task.sample`; tasks
 reading finite data (e.g. CSV series) override :meth:`Task.dataset`. ``sample`` runs on

@@ -287,14 +287,14 @@ class AutoregressiveNP(NeuralProcess):
         else:
             gen_order = tf.tile(tf.range(nt)[None], [num_samples * b, 1])
         rows = gather_targets(rows, gen_order)
-        if self.normalise == "window":  # decoded in window units, the draws mapped back below
+        if self.standardise == "window":  # decoded in window units, the draws mapped back below
             shift, scale = self.window_statistics(rows)
             rows = window_normalisation.to_window_units(rows, shift, scale)
         if cache:
             yt, params = self._decode_compiled(rows, keys, jit_compile)
         else:
             yt, params = self._decode_full(rows, keys)
-        if self.normalise == "window":
+        if self.standardise == "window":
             yt = window_normalisation.samples_to_original_units(yt, shift, scale)
             params = window_normalisation.to_original_units(params, shift, scale, self.likelihood)
         inverse = tf.argsort(gen_order, axis=1)

@@ -158,9 +158,9 @@ class NeuralProcess(FitMixin, keras.Model):
         if self.observed_flags:
             dim_y += self.dim_y
         self.encoder = components.build("encoder", entry, "encoder", dim_x=dim_x, dim_y=dim_y)
-        self.normalise = spec.get("normalise", "global")
-        self.normalise_min_scale = spec.get("normalise_min_scale", window_normalisation.DEFAULT_MIN_SCALE)
-        if self.normalise == "window":
+        self.standardise = spec.get("standardise", "global")
+        self.standardise_min_scale = spec.get("standardise_min_scale", window_normalisation.DEFAULT_MIN_SCALE)
+        if self.standardise == "window":
             window_normalisation.check_likelihood(self.likelihood, self.dim_y, spec["likelihood"]["name"])
         self.training_range = window_normalisation.TrainingRange(self.dim_x, self.dim_y)
         self._init_fit_state()
@@ -186,10 +186,10 @@ class NeuralProcess(FitMixin, keras.Model):
 
     def call(self, batch, training=None):
         """Distribution parameters (dict of float32 ``[B, Nt, ...]`` tensors) in the batch's
-        units: the network's own (:meth:`network`), or with ``normalise: window`` the
+        units: the network's own (:meth:`network`), or with ``standardise: window`` the
         network's in window units mapped back."""
         batch = self.prepare(batch)
-        if self.normalise != "window":
+        if self.standardise != "window":
             return self.network(batch, training=training)
         shift, scale = self.window_statistics(batch)
         params = self.network(window_normalisation.to_window_units(batch, shift, scale), training=training)
@@ -198,11 +198,11 @@ class NeuralProcess(FitMixin, keras.Model):
     def window_statistics(self, batch):
         """``(shift, scale)`` float64 ``[B, 1, Dy]``: each window's context mean and floored
         std (``batch`` prepared; :func:`~taylorformer.models.window_normalisation.context_statistics`)."""
-        return window_normalisation.context_statistics(batch, self.normalise_min_scale)
+        return window_normalisation.context_statistics(batch, self.standardise_min_scale)
 
     def network_inputs(self, batch):
-        """``batch`` (prepared) as the network reads it (in window units with ``normalise: window``)."""
-        if self.normalise != "window":
+        """``batch`` (prepared) as the network reads it (in window units with ``standardise: window``)."""
+        if self.standardise != "window":
             return batch
         return window_normalisation.to_window_units(batch, *self.window_statistics(batch))
 
@@ -210,7 +210,7 @@ class NeuralProcess(FitMixin, keras.Model):
         """Warn where a context of ``batch`` (prepared) lies far outside the inputs seen in
         training (:meth:`TrainingRange.check <taylorformer.models.window_normalisation.TrainingRange.check>`)."""
         if tf.executing_eagerly():
-            self.training_range.check(self.network_inputs(batch), self.normalise)
+            self.training_range.check(self.network_inputs(batch), self.standardise)
 
     def network(self, batch, training=None):
         """The network's parameters for ``batch`` (prepared) in its own units:

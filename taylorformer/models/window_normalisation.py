@@ -1,6 +1,6 @@
 """Per-window normalisation: each window's outputs in the units of its own context.
 
-The spec option ``"normalise"`` (saved with the model, so it holds for every preset and
+The spec option ``"standardise"`` (saved with the model, so it holds for every preset and
 plugin model) says what units the network works in:
 
 * ``"global"``: the units the batch arrives in (a task's standardised units, e.g. the
@@ -11,7 +11,7 @@ plugin model) says what units the network works in:
 
       m[b, d] = mean of yc[b, :, d]         s[b, d] = max(std(yc[b, :, d]), min_scale)
 
-  (population std; ``min_scale`` = spec ``normalise_min_scale``; a window with no
+  (population std; ``min_scale`` = spec ``standardise_min_scale``; a window with no
   observed context value for ``d`` keeps ``m = 0, s = 1``, one with a single value
   ``m`` = that value and ``s = 1``). The network reads ``(yc - m) / s`` and, for the
   teacher forcing of an autoregressive model, ``(yt - m) / s``; it predicts the
@@ -61,16 +61,16 @@ RANGE_MARGIN = 0.25
 def check_likelihood(likelihood, dim_y, name):
     """SpecError unless the outputs of ``likelihood`` can be mapped back from window units."""
     if getattr(likelihood, "support", None) is not None:
-        raise SpecError(f"spec: normalise 'window' needs a continuous likelihood; {name!r} has discrete "
-                        "outputs, whose values a shift and scale would change: use normalise 'global'")
+        raise SpecError(f"spec: standardise 'window' needs a continuous likelihood; {name!r} has discrete "
+                        "outputs, whose values a shift and scale would change: use standardise 'global'")
     if callable(getattr(likelihood, "affine_parameters", None)):
         return
     names = likelihood.parameters(tf.zeros([1, 1, likelihood.num_params(dim_y)]))
     unknown = sorted(set(names) - set(LOCATIONS + SCALES + SHAPES))
     if unknown:
-        raise SpecError(f"spec: normalise 'window' cannot map the parameters {unknown} of likelihood "
+        raise SpecError(f"spec: standardise 'window' cannot map the parameters {unknown} of likelihood "
                         f"{name!r} back to the data's units: give the likelihood an "
-                        "affine_parameters(params, shift, scale) method or use normalise 'global'")
+                        "affine_parameters(params, shift, scale) method or use standardise 'global'")
 
 
 def context_statistics(batch, min_scale=DEFAULT_MIN_SCALE):
@@ -213,6 +213,6 @@ class TrainingRange:
                 f"{what} {name}{units} reach [{seen_low[i]:.4g}, {seen_high[i]:.4g}], far outside the "
                 f"range the model was trained on, [{low[i]:.4g}, {high[i]:.4g}] (more than "
                 f"{RANGE_MARGIN:g} x its width beyond it): its predictions there are extrapolation"
-                + ("; a non-stationary series needs per-window normalisation (spec normalise 'window')"
+                + ("; a non-stationary series needs per-window normalisation (spec standardise 'window')"
                    if i >= self.dim_x and mode != "window" else "")), stacklevel=3)
         return warned

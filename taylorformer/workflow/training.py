@@ -160,7 +160,7 @@ class Trainer:
         overrides = {"dim_x": task.dim_x, "dim_y": task.dim_y}
         if cfg.dtype_policy:
             overrides["dtype_policy"] = cfg.dtype_policy
-        # a task may prefer options the spec leaves open (forecasting: normalise "window")
+        # a task may prefer options the spec leaves open (forecasting: standardise "window")
         self.spec = resolve_spec(spec, task_defaults=getattr(task, "model_defaults", None), **overrides)
         with self.strategy.scope():
             self.model = build_model(self.spec)

@@ -1,11 +1,13 @@
-"""Per-window normalisation (spec ``normalise: window``, :mod:`taylorformer.models.window_normalisation`)
+"""Per-window standardisation (spec ``standardise: window``, :mod:`taylorformer.models.window_normalisation`)
 against NumPy: the context statistics (masked and NaN points left out, the floor), the
 parameters mapped back, the log-likelihood's change of variables; the model's predictive is
 equivariant to ``y -> a y + b`` and to a shift of one window (conditional and autoregressive,
 both decoding paths); the spec option, a task's default, saving, export; the training range
 and its warning."""
+import json
 import math
 import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -19,9 +21,9 @@ from taylorformer.models import build_model, load_model
 from taylorformer.spec import resolve_spec
 
 LAYERS = {"encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8}, "head": {"width": 16}}
-TINY = {"preset": "tnp-d", **LAYERS, "normalise": "window"}
+TINY = {"preset": "tnp-d", **LAYERS, "standardise": "window"}
 TINY_AR = {"preset": "taylorformer", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
-           "head": {"width": 16}, "normalise": "window"}
+           "head": {"width": 16}, "standardise": "window"}
 
 
 def _batch(seed=0, b=3, nc=7, nt=4, dim_y=1, level=0.0):
@@ -151,14 +153,14 @@ def test_a_constant_context_stays_finite():
 
 
 def test_spec_option_defaults_and_refusals():
-    assert resolve_spec("tnp-d")["normalise"] == "global"
-    assert resolve_spec("tnp-d", task_defaults={"normalise": "window"})["normalise"] == "window"
-    assert resolve_spec({"preset": "tnp-d", "normalise": "global"},
-                        task_defaults={"normalise": "window"})["normalise"] == "global"
-    with pytest.raises(SpecError, match="normalise must be one of"):
-        resolve_spec("tnp-d", normalise="per-window")
-    with pytest.raises(SpecError, match="normalise_min_scale"):
-        resolve_spec("tnp-d", normalise_min_scale=0)
+    assert resolve_spec("tnp-d")["standardise"] == "global"
+    assert resolve_spec("tnp-d", task_defaults={"standardise": "window"})["standardise"] == "window"
+    assert resolve_spec({"preset": "tnp-d", "standardise": "global"},
+                        task_defaults={"standardise": "window"})["standardise"] == "global"
+    with pytest.raises(SpecError, match="standardise must be one of"):
+        resolve_spec("tnp-d", standardise="per-window")
+    with pytest.raises(SpecError, match="standardise_min_scale"):
+        resolve_spec("tnp-d", standardise_min_scale=0)
     with pytest.raises(SpecError, match="discrete"):
         build_model({**TINY, "likelihood": {"name": "bernoulli"}})
 
@@ -169,11 +171,44 @@ def test_saved_model_keeps_the_option_and_training_range(tmp_path):
     model.training_range.update(model.network_inputs(with_masks(batch)))
     model.save(tmp_path / "m.keras")
     loaded = load_model(tmp_path / "m.keras")
-    assert loaded.spec["normalise"] == "window"
+    assert loaded.spec["standardise"] == "window"
     np.testing.assert_array_equal(loaded.training_range.low.numpy(), model.training_range.low.numpy())
     np.testing.assert_array_equal(loaded.training_range.high.numpy(), model.training_range.high.numpy())
     np.testing.assert_allclose(loaded.predict_distribution(batch).mean(), model.predict_distribution(batch).mean(),
                                rtol=1e-6)
+
+
+def test_the_earlier_option_names_are_read_with_a_warning(tmp_path):
+    """``normalise`` / ``normalise_min_scale`` (before ``normalise`` named only the data
+    units of the Normaliser) in a spec dict, a spec file, a task's defaults and a saved
+    model are read as ``standardise`` / ``standardise_min_scale``; both names is an error."""
+    with pytest.warns(DeprecationWarning, match="'normalise' is now called 'standardise'"):
+        old = resolve_spec({"preset": "tnp-d", **LAYERS, "normalise": "window", "normalise_min_scale": 0.5})
+    assert old == resolve_spec({**TINY, "standardise_min_scale": 0.5})
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"preset": "tnp-d", "normalise": "window"}))
+    with pytest.warns(DeprecationWarning, match="'standardise'"):
+        assert resolve_spec(str(path))["standardise"] == "window"
+    with pytest.warns(DeprecationWarning, match="task model defaults: 'normalise'"):
+        assert resolve_spec("tnp-d", task_defaults={"normalise": "window"})["standardise"] == "window"
+    with pytest.raises(SpecError, match="both 'normalise' and 'standardise'"):
+        resolve_spec({**TINY, "normalise": "global"})
+
+    model = build_model(TINY)
+    model.save(tmp_path / "m.keras")
+    with zipfile.ZipFile(tmp_path / "m.keras") as source, \
+            zipfile.ZipFile(tmp_path / "old.keras", "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                spec = config["config"]["spec"]
+                config["config"]["spec"] = {("normalise" if k == "standardise" else k): v for k, v in spec.items()}
+                data = json.dumps(config).encode()
+            target.writestr(item, data)
+    with pytest.warns(DeprecationWarning, match="'normalise' is now called 'standardise'"):
+        loaded = load_model(tmp_path / "old.keras")
+    assert loaded.spec == model.spec and loaded.standardise == "window"
 
 
 def test_training_records_the_range_and_inference_warns_far_outside_it():
@@ -187,7 +222,7 @@ def test_training_records_the_range_and_inference_warns_far_outside_it():
         model.train_step(_batch(10))  # what fit runs per step (eagerly here: no tracing)
         return model
 
-    model = fit({**TINY, "normalise": "global"})
+    model = fit({**TINY, "standardise": "global"})
     low, high = model.training_range.low.numpy(), model.training_range.high.numpy()
     batch = _batch(10)
     np.testing.assert_allclose(low, [batch["xc"].min(), batch["yc"].min()], rtol=1e-6)
@@ -195,7 +230,7 @@ def test_training_records_the_range_and_inference_warns_far_outside_it():
     with warnings.catch_warnings():
         warnings.simplefilter("error", wn.TrainingRangeWarning)
         model.predict_distribution(batch)  # inside: quiet
-    with pytest.warns(wn.TrainingRangeWarning, match=r"context outputs y0 .* normalise 'window'"):
+    with pytest.warns(wn.TrainingRangeWarning, match=r"context outputs y0 .* standardise 'window'"):
         model.predict_distribution(_affine(batch, 1.0, 50.0))
     window = fit(TINY)
     assert window.training_range.high.numpy()[1] < 3  # z-scores of the windows
@@ -241,5 +276,5 @@ def test_forecasting_tasks_default_to_window_normalisation_unless_the_spec_says_
                                        split=(0.6, 0.2, 0.2))
     cfg = training.TrainConfig(steps=1, batch_size=2, tensorboard=False)
     spec = {"preset": "tnp-d", **LAYERS}
-    assert training.Trainer(spec, task, cfg, out_dir=None).spec["normalise"] == "window"
-    assert training.Trainer({**spec, "normalise": "global"}, task, cfg, out_dir=None).spec["normalise"] == "global"
+    assert training.Trainer(spec, task, cfg, out_dir=None).spec["standardise"] == "window"
+    assert training.Trainer({**spec, "standardise": "global"}, task, cfg, out_dir=None).spec["standardise"] == "global"

@@ -26,7 +26,7 @@ and Keras does: it sets no environment variable and leaves file descriptors alon
 ``OPENBLAS_NUM_THREADS=1`` and ``TF_CPP_MIN_LOG_LEVEL=2`` unless set, TensorFlow's start-up
 log lines kept off stderr unless ``--debug``).
 
-Where things live (README.md, "Layout", has the long form). At the top, the front door and
+Where things live (README.md, "Layout", has the short form). At the top, the front door and
 the plugin contract, the modules a plugin or a user imports (few and flat, as simonw/llm keeps
 ``hookspecs.py`` and ``plugins.py``); below, one folder per part with one role per module (as
 keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::

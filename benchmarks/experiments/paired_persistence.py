@@ -1,5 +1,5 @@
 """Does a forecaster beat persistence? The paired comparison for the exchange-rate
-replication runs (docs/replication.md, "Exchange rate against persistence").
+replication runs (docs/replication.md; results: benchmarks/experiments/README.md).
 
 The rows' status compares our mean with the baseline's as two independent numbers, each
 with its own block error bar. Both are scored on the same windows, so the difference per

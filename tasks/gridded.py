@@ -62,6 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from taylorformer.batch import empty_batch
+from taylorformer.coordinates import LAT_NAMES, LON_NAMES
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, count_range, real_pair, scaled_range
@@ -69,7 +70,6 @@ from taylorformer.tasks.csv_series import RESOLUTION, DataFileNotFoundError, che
 from taylorformer.tasks.sphere import latlon_to_xyz, xyz_to_latlon
 
 OWNER = "gridded task"
-LAT_NAMES, LON_NAMES = ("latitude", "lat"), ("longitude", "lon")
 SPACES = ("latlon", "xyz")
 TARGETS = ("any", "last")
 MISSING_POLICIES = ("mask", "drop", "error")
@@ -276,8 +276,7 @@ class GriddedTask(Task):
 
     def _region_index(self, field, dim, values):
         """Indices along spatial ``dim`` inside ``region`` and the coordinates there."""
-        aliases = {dim} | ({"lat", "latitude"} if dim in LAT_NAMES else set()) \
-            | ({"lon", "longitude"} if dim in LON_NAMES else set())
+        aliases = {dim} | (set(LAT_NAMES) if dim in LAT_NAMES else set()) | (set(LON_NAMES) if dim in LON_NAMES else set())
         keys = [k for k in self.region if k in aliases]
         if not keys:
             return np.arange(len(values)), values

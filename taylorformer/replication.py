@@ -367,9 +367,12 @@ def last_results(path):
     return {line["row"]: line for line in read_results(path)}
 
 
-def last_baselines(path):
-    """``(row id, baseline)`` -> the last line recorded for it in the baselines CSV at ``path``."""
-    return {(line["row"], line["baseline"]): line for line in read_results(path, BASELINE_COLUMNS)}
+def baseline_lines(path):
+    """``(row id, baseline)`` -> every line recorded for it in the baselines CSV at ``path``, in order."""
+    lines = {}
+    for line in read_results(path, BASELINE_COLUMNS):
+        lines.setdefault((line["row"], line["baseline"]), []).append(line)
+    return lines
 
 
 def _number(text):
@@ -417,20 +420,26 @@ def _ours(row, line, source):
             "command": line["command"], "date": line["date"], "source": source}
 
 
-def _baseline(row, lines):
+def _baseline(row, lines, num_tasks=None):
     """``(baseline object or None, reason)`` of :func:`list_rows`: of the row's baselines
-    recorded under its protocol, the best reference (a baseline to beat), else a ceiling."""
+    recorded under its protocol (per baseline the last line scored on ``num_tasks`` tasks,
+    ours' count, where there is one, else the last line), the best reference (a baseline
+    to beat), else a ceiling. ``same_tasks``: whether it scored the tasks ours did (None:
+    ours not run); :func:`status` compares ours only with a baseline on the same tasks."""
     if not row.baselines:
         return None, row.no_baseline or "the row names no baseline"
     found = []
     for name in row.baselines:
-        line = lines.get((row.id, name))
-        if line is None or int(line.get("protocol") or 1) != row.protocol_version or _number(line["value"]) is None:
+        current = [ln for ln in lines.get((row.id, name), ())
+                   if int(ln.get("protocol") or 1) == row.protocol_version and _number(ln["value"]) is not None]
+        same = [ln for ln in current if int(ln["num_tasks"] or 0) == num_tasks]
+        if not current:
             continue
+        line = (same or current)[-1]
         found.append({"name": name, "kind": "ceiling" if name in CEILINGS else "reference",
                       "value": _number(line["value"]), "stderr": _number(line["stderr"]),
                       "stderr_method": line["stderr_method"], "num_tasks": int(line["num_tasks"] or 0),
-                      "command": line["command"]})
+                      "same_tasks": None if num_tasks is None else bool(same), "command": line["command"]})
     if not found:
         return None, (f"{', '.join(row.baselines)} not scored here under protocol {row.protocol_version}: "
                       f"`taylorformer replicate {row.id} --baseline` scores it")
@@ -451,7 +460,8 @@ def status(row, ours, baseline, earlier=None):
     under an older one, is named with how that protocol differed), ``below baseline``
     (worse than a reference baseline by more than twice the standard error of the gap: the
     paired one, ``ours["paired"]``, where the line has it for that baseline, else the two
-    means' combined standard error), ``reproduced`` (within the paper's ``+-``, or within
+    means' combined standard error; a baseline scored on other tasks than ours, ``same_tasks``
+    False, is not compared and the reason says so), ``reproduced`` (within the paper's ``+-``, or within
     half a unit of its last printed digit where it prints none, :func:`printed_decimals`;
     ``level with paper`` where ``ours`` trained on less than the paper's budget), ``within 2 se`` (within
     twice our standard error), ``below paper`` / ``above paper`` (worse / better than the
@@ -473,7 +483,10 @@ def status(row, ours, baseline, earlier=None):
     sign = 1 if row.higher_is_better else -1
     value, stderr = ours["value"], None if ours.get("stderr_understated") else ours["stderr"]
     paired_text = None
-    if baseline is not None and baseline["kind"] == "reference":
+    if baseline is not None and baseline["kind"] == "reference" and baseline.get("same_tasks") is False:
+        paired_text = (f"{baseline['name']} scored {baseline['num_tasks']} tasks, ours {ours['num_tasks']}: "
+                       "not compared")
+    elif baseline is not None and baseline["kind"] == "reference":
         paired = ours.get("paired")
         if paired and paired["baseline"] == baseline["name"] and paired["stderr"] is not None:
             paired_text = (f"paired window by window ours - {baseline['name']} = "
@@ -535,7 +548,9 @@ def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFA
     ``recorded_baselines`` (the project's), and ``status`` (:func:`status_label`) with
     ``status_kind`` (:data:`STATUSES`) and ``status_reason``."""
     mine, project = _by_row(results), _by_row(recorded)
-    scored = {**last_baselines(recorded_baselines), **last_baselines(baselines)}
+    recorded_lines, user_lines = baseline_lines(recorded_baselines), baseline_lines(baselines)
+    scored = {key: recorded_lines.get(key, []) + user_lines.get(key, [])
+              for key in {**recorded_lines, **user_lines}}  # the user's lines last: they win
     listed = []
     for row in rows():
         ours = earlier = None
@@ -545,7 +560,7 @@ def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFA
             earlier = earlier or (_ours(row, lines[-1], source) if lines and not current else None)
         if ours is not None:
             earlier = None
-        baseline, reason = _baseline(row, scored)
+        baseline, reason = _baseline(row, scored, None if ours is None else ours["num_tasks"])
         kind, why = status(row, ours, baseline, earlier)
         value, error = row.paper_comparable
         listed.append({**dataclasses.asdict(row), "higher_is_better": row.higher_is_better,
@@ -583,7 +598,7 @@ def markdown_table(listed=None):
             wall = "" if o["wall_s"] is None else f"{o['wall_s']:,.0f} s"
         b = item["baseline"]
         baseline = (f"{b['name']}{' (ceiling)' if b['kind'] == 'ceiling' else ''}: {_cell(b['value'])} ± "
-                    f"{_cell(b['stderr'], 2) or 'n/a'}" if b else f"none: {item['baseline_reason']}")
+                    f"{_cell(b['stderr'], 2) or 'n/a'} ({b['num_tasks']} tasks)" if b else f"none: {item['baseline_reason']}")
         state = f"**{item['status']}**: {item['status_reason']}"
         lines.append(f"| `{item['id']}` | {item['paper'].split(' (')[0]} {item['table']} | {item['metric']} "
                      f"| {paper} | {ours} | {budget} | {wall} | {baseline} | {state} |")

@@ -275,6 +275,30 @@ def test_table5_rows_use_the_papers_variance_link_for_every_model():
     assert set(links.values()) == {"variance"}, links
 
 
+def test_a_baseline_is_compared_on_the_tasks_ours_scored(tmp_path):
+    """Of a baseline's lines the one on ours' number of tasks is used; a baseline recorded
+    only on other tasks is shown but not compared (the reason names both counts)."""
+    row = replication.get_row("taylorformer-exchange-rate-96-nll")
+    line = {c: "" for c in replication.BASELINE_COLUMNS}
+    line.update(row=row.id, baseline="persistence", metric="nll", stderr="0.01", stderr_method="iid",
+                protocol=str(row.protocol_version))
+    lines = {(row.id, "persistence"): [{**line, "value": "-1.70", "num_tasks": "500"},
+                                       {**line, "value": "-1.60", "num_tasks": "200"}]}
+    chosen, _ = replication._baseline(row, lines, num_tasks=500)
+    assert chosen["value"] == -1.70 and chosen["same_tasks"] is True
+    other, _ = replication._baseline(row, lines, num_tasks=300)
+    assert other["value"] == -1.60 and other["same_tasks"] is False  # the last line, flagged
+    worse = {**_ours(-1.0), "num_tasks": 300}
+    state, why = replication.status(row, worse, other)
+    assert state != "below baseline" and "persistence scored 200 tasks, ours 300: not compared" in why
+    assert replication.status(row, {**worse, "num_tasks": 500}, chosen)[0] == "below baseline"
+    listed = {r["id"]: r for r in replication.list_rows(results=str(tmp_path / "none.csv"))}
+    for item in listed.values():  # the project's recorded rows compare on the same tasks where both exist
+        if item["ours"] is not None and item["baseline"] is not None and item["baseline"]["kind"] == "reference":
+            assert item["baseline"]["num_tasks"] == item["ours"]["num_tasks"], item["id"]
+    assert listed["taylorformer-gp-eq"]["baseline"]["num_tasks"] == listed["taylorformer-gp-eq"]["ours"]["num_tasks"]
+
+
 def test_recorded_commands_name_no_machine_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     inside = str(tmp_path / "runs" / "r.csv")

@@ -7,8 +7,8 @@ code 1. ``--debug`` (before or after the subcommand) shows the traceback instead
 
 The command is a program, so it sets up its own process (the library does not): before
 NumPy and TensorFlow load, ``OPENBLAS_NUM_THREADS=1`` (task simulators run many small NumPy
-Cholesky factorisations, which a multi-threaded OpenBLAS makes 10-25x slower on a 2-core
-machine; TensorFlow does not use OpenBLAS) and ``TF_CPP_MIN_LOG_LEVEL=2``, each only where
+Cholesky factorisations, which a multi-threaded OpenBLAS slows down on a few cores;
+TensorFlow does not use OpenBLAS) and ``TF_CPP_MIN_LOG_LEVEL=2``, each only where
 the user set no value; and TensorFlow's C++ start-up log lines (:data:`FRAMEWORK_LOG`:
 "oneDNN custom operations are on", "Could not find cuda drivers", "failed call to cuInit",
 "All log messages before absl::InitializeLog", which absl writes before it reads the level)

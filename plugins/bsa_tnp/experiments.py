@@ -28,8 +28,7 @@ NOTES = (
 DOMAINS = {"train": "the training domain [-2, 2]^2", "shifted": "the shifted domain [8, 12]^2",
            "scaled": "the scaled domain [-4, 4]^2 (4x the points)"}
 SMALL = SmallBudget(steps=1_000, eval_tasks=256,
-                    why="1% of the paper's steps; measured on a 2-core CPU (shared): about 1.8 s a step at "
-                        "batch 8, 30 min for training, validation and the test set")
+                    why="1% of the paper's steps")
 
 
 #: protocol 2: the bsa-tnp preset's decoder head is 256-64, as the paper's App. A states
@@ -194,8 +193,7 @@ def beijing_row(model):
                          "outputs, so ours is twice theirs: compare with the paper's value / 0.5"),
         training=BEIJING_TRAINING, evaluation=Evaluation(num_tasks=None, batch_size=32),
         small=SmallBudget(steps=1_000, eval_tasks=512,
-                          why="10% of the paper's steps; not run here (the data cannot be downloaded on "
-                              "this machine), so its time is not measured"),
+                          why="10% of the paper's steps"),
         baselines=("context-mean",),
         notes=(
             "Data: the UCI archive cannot be downloaded here (no network): this row is not run; its task "

@@ -52,8 +52,7 @@ GP_NOTES = (
     "afresh every step (infinite data), the 10,000 test tasks from a fixed seed.",
 )
 GP_SMALL = SmallBudget(steps=2_000, eval_tasks=1_000,
-                       why="0.8% of the paper's steps; measured on a 2-core CPU (shared): about 0.7 s a step "
-                           "at batch 32, 26 min for training, validation and the test set")
+                       why="0.8% of the paper's steps")
 GP_PROTOCOL = "x ~ U[-2, 2], Nc ~ U{3..97}, Nt = 100 - Nc, %s; test on 10,000 tasks (App. A.1)"
 
 
@@ -263,7 +262,7 @@ FORECAST_DATA = {
         "Dataset: ETTm2 (15-minute). The paper says '15-minute Electricity transformers load (ETT)' without "
         "saying ETTm1 or ETTm2; the authors' code trains its ETT rows on datasets/ETTm2.csv (line 37), "
         "whose git blob f9d46027 is the ETDataset ETTm2.csv this task fetches (the digest it is checked "
-        "against). ETTm2 is not on this machine: the rows show 'not run' until it is fetched.",
+        "against). The rows show 'not run' until a run has fetched it.",
         "Seasonal naive: one day earlier (96 steps of 15 minutes).")),
     "exchange-rate": ("exchange rate (OT, Lai et al.)", "exchange-rate",
                       {"layers": 3, "num_heads": 8, "head_dim": 12}, ("persistence",), 2,
@@ -278,8 +277,8 @@ FORECAST_DATA = {
                     ELECTRICITY_SIZES, ("persistence", "seasonal-naive:24"), 1, {}, (
         "Dataset: the UCI ElectricityLoadDiagrams20112014 file LD2011_2014.txt (370 clients, kW every 15 "
         "minutes), fetched from the UCI archive and checked against the SHA-256 other projects publish for it "
-        "(docs/tasks.md); not the 321-client hourly file of Lai et al. It is not on this machine: the rows show "
-        "'not run' until it is fetched. The paper's footnote links a Google Drive file not reachable here.",
+        "(docs/tasks.md); not the 321-client hourly file of Lai et al. The rows show "
+        "'not run' until it is fetched. The paper's footnote links a Google Drive file, which the task does not use.",
         f"Client: the paper picks 'client number 322 out of the 370'; the authors' code takes row 322 (0-based) "
         f"of its client-by-time array (data_wrangler/dataset_preparer.py electricity_processor: "
         f"data[322:323].transpose, from datasets/electricity_training.npy, not published), i.e. the 323rd "

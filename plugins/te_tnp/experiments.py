@@ -86,18 +86,18 @@ LIKELIHOOD_NOTE = ("Likelihood: a Gaussian whose pre-softplus output is the vari
 #: id prefix -> (Table 5 label, preset, spec overrides, small budget, notes of the model)
 GP_MODELS = {
     "tnp-d": ("TNP", "tnp-d", VARIANCE_LIKELIHOOD, _small(1_000, (
-        "0.2% of the paper's steps; measured on a 2-core CPU: TNP-D 0.27 s a step (5 min)")), (
+        "0.2% of the paper's steps")), (
         "The TNP is the 'tnp-d' preset at the paper's size (Dz = 128, 5 layers, 8 heads x 16).", LIKELIHOOD_NOTE)),
     "cnp": ("CNP", "cnp", {"encoder": {"layers": 5}, **VARIANCE_LIKELIHOOD}, _small(1_000, (
-        "0.2% of the paper's steps, as the TNP's; measured on a 2-core CPU (shared): 227 s of training")), (
+        "0.2% of the paper's steps, as the TNP's")), (
         "The CNP is the 'cnp' preset with the paper's encoder: a mean over the context of an MLP "
         "with five hidden layers of Dz = 128 on [x, y] (layers = 5).",
         "Deviation: the library's deep-set encoder also passes [r, x_target] through an MLP of the "
         "same depth (five hidden layers) before the two-hidden-layer head; the paper's decoder is "
         "the two-hidden-layer MLP alone. The deep-set encoder has one depth for both MLPs.", LIKELIHOOD_NOTE)),
     "te-tnp": ("TE-TNP", "te-tnp", {}, _small(1_000, (
-        "0.2% of the paper's steps; measured on a 2-core CPU: TE-TNP 3.0 s a step (52 min: its "
-        "kernel MLP runs on every pair)")), (
+        "0.2% of the paper's steps, as the TNP's (its kernel MLP runs on "
+        "every pair, so a step costs more than the TNP's)")), (
         "The TE-TNP is the 'te-tnp' preset at the paper's size (Dz = 128, 5 layers, 8 heads x 16, "
         "a kernel MLP of two hidden layers of Dz).",
         "Layers and initial weights (protocol 3): each layer's self-attention block on the context, then "
@@ -109,8 +109,8 @@ GP_MODELS = {
 }
 for _m in (8, 16, 32):
     GP_MODELS[f"te-pt-tnp-m{_m}"] = (f"TE-PT-TNP-M{_m}", "te-pt-tnp", {"encoder": {"num_pseudo": _m}}, _small(
-        1_000, "0.2% of the paper's steps, as the TNP's and TE-TNP's; its wall time on the 2-core CPU is "
-               "not measured yet (the kernel MLP runs on M x (Nc + Nt) pairs, not Nc x (Nc + Nt))"), (
+        1_000, "0.2% of the paper's steps, as the TNP's and TE-TNP's (the kernel MLP runs on "
+               "M x (Nc + Nt) pairs, not Nc x (Nc + Nt))"), (
         f"The TE-PT-TNP-M{_m} is the 'te-pt-tnp' preset (IST style, the paper's better PT style; "
         f"Dz = 128, 5 layers, 8 heads x 16) with M = {_m} pseudo-tokens.",
         "Pseudo-token locations: the paper samples the initial pseudo-tokens and their locations from "
@@ -179,9 +179,7 @@ def image_row(task, m):
     name, protocol, data, official, train, val = IMAGE_DATA[task]
     value, error = TABLE1[task, m]
     why = ("0.06% of the paper's steps: 3,136 pixels a task make a step slow on a CPU" if task == "t-mnist" else
-           "0.06% of the paper's steps, as T-MNIST's; not run here (CIFAR-10 cannot be downloaded on this "
-           "machine), so its wall time is not measured: T-MNIST's 300 steps took 1,493 s on the 2-core CPU, "
-           "and a 64x64 canvas has 1.3x the pixels of a 56x56 one")
+           "0.06% of the paper's steps, as T-MNIST's (a 64x64 canvas has 1.3x the pixels of a 56x56 one)")
     return Row(
         id=f"te-pt-tnp-{task}" if m == 128 else f"te-pt-tnp-m{m}-{task}", paper=PAPER, table="Table 1",
         dataset=name, protocol=protocol, model="te-pt-tnp",

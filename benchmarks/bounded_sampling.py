@@ -1,8 +1,9 @@
 """Autoregressive forecasts of many windows x paths: time and peak memory, this tree against a baseline.
 
 Setting (issue 38): the ``taylorformer`` preset (untrained: time and memory do not depend
-on the weights) forecasting the first W test windows of ETTh1 (context 96, horizon 96)
-with S sampled paths through ``task.forecast(model, starts, num_samples=S, seed=0)``.
+on the weights) forecasting the first W test windows of ETTh1 (context 96, horizon 96;
+``--context``/``--horizon`` change them) with S sampled paths through
+``task.forecast(model, starts, num_samples=S, seed=0)``.
 Each run is a fresh subprocess (its peak RSS, ``ru_maxrss``, is its own) importing one
 side's sources laid out as the installed package (the baseline from ``git archive``, as
 ``benchmarks/conditional_inference.py`` does). A case is ``SIDE:W:S[:OPTION]``:
@@ -10,7 +11,8 @@ side's sources laid out as the installed package (the baseline from ``git archiv
 * ``baseline:16:100``: one call on W windows (the baseline holds every row's caches at once);
 * ``baseline:328:100:batch16``: W windows in calls of 16 windows each (what a user of the
   baseline had to do to stay in memory);
-* ``candidate:64:100:2GB``: one call with ``memory_budget="2GB"`` (no option: the default budget).
+* ``candidate:64:100:2GB``: one call with ``memory_budget="2GB"`` (no option: the default budget,
+  ``bounded_sampling.default_budget``).
 
 Per run: the wall and CPU time of the call (first call: tracing included), the RSS before it and
 the peak, the number of traces of the cached decoding loop (candidate) and a checksum of
@@ -33,7 +35,7 @@ from conditional_inference import export  # noqa: E402
 DATA = "/work/shared/data/ett/ETTh1.csv"
 
 
-def child(windows, samples, option, again, data):
+def child(windows, samples, option, again, data, context=96, horizon=96):
     """Runs in the subprocess, with the side's package first on sys.path."""
     import resource
     import time
@@ -46,7 +48,7 @@ def child(windows, samples, option, again, data):
 
     tf.keras.utils.set_random_seed(0)
     model = tfm.build_model("taylorformer")
-    task = make_task("ett", {"path": data})
+    task = make_task("ett", {"path": data, "context_length": context, "horizon": horizon})
     starts = task.window_starts("test")[:windows]
     kwargs, calls = {}, [starts]
     if option and option.startswith("batch"):
@@ -59,7 +61,8 @@ def child(windows, samples, option, again, data):
     start, cpu = time.perf_counter(), time.process_time()
     out = [task.forecast(model, part, num_samples=samples, seed=0, **kwargs)["samples"] for part in calls]
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    result = {"windows": int(len(starts)), "samples": samples, "option": option, "seconds": round(seconds, 2),
+    result = {"windows": int(len(starts)), "samples": samples, "option": option, "context": context,
+              "horizon": horizon, "seconds": round(seconds, 2),
               "cpu_seconds": round(cpu, 2),
               "rss_before_mib": round(rss_before), "peak_rss_mib": round(maxrss()),
               "checksum": float(np.concatenate(out, 1)[:, :4].sum())}
@@ -74,13 +77,14 @@ def child(windows, samples, option, again, data):
     return result
 
 
-def run(pkg, windows, samples, option, again, data):
+def run(pkg, windows, samples, option, again, data, context, horizon):
     code = ("import sys, json; sys.meta_path[:] = [f for f in sys.meta_path "
             "if 'editable' not in getattr(f, '__name__', type(f).__name__).lower()]; "
             f"sys.path.insert(0, {pkg!r}); sys.path.insert(1, {os.path.dirname(os.path.abspath(__file__))!r}); "
             "import taylorformer, bounded_sampling as bench; "
             f"assert taylorformer.__file__.startswith({pkg!r}), taylorformer.__file__; "
-            f"print('RESULT', json.dumps(bench.child({windows}, {samples}, {option!r}, {again}, {data!r})))")
+            f"print('RESULT', json.dumps(bench.child({windows}, {samples}, {option!r}, {again}, {data!r}, "
+            f"{context}, {horizon})))")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
@@ -103,6 +107,8 @@ def main():
     parser.add_argument("--cases", required=True, help="comma-separated SIDE:W:S[:OPTION]")
     parser.add_argument("--again", type=int, default=0, help="time a second call with this many paths")
     parser.add_argument("--data", default=DATA, help="ETTh1.csv")
+    parser.add_argument("--context", type=int, default=96, help="context rows per window")
+    parser.add_argument("--horizon", type=int, default=96, help="forecast rows per window")
     args = parser.parse_args()
     cases = [parse_case(c) for c in args.cases.split(",")]
     with tempfile.TemporaryDirectory(prefix="tfm-bench-") as tmp:
@@ -110,7 +116,7 @@ def main():
                  for side, commit in (("baseline", args.baseline), ("candidate", args.candidate))
                  if any(c[0] == side for c in cases)}
         for side, windows, samples, option in cases:
-            res = run(sides[side], windows, samples, option, args.again, args.data)
+            res = run(sides[side], windows, samples, option, args.again, args.data, args.context, args.horizon)
             print(json.dumps({"side": side, **res}), flush=True)
 
 

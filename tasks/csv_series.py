@@ -651,7 +651,7 @@ class CSVSeriesTask(Task):
         [S, B, H, Dy]`` (joint forecast paths for an autoregressive model, independent
         per-step draws for a conditional one), all float64 in original units.
         An autoregressive model samples in chunks that fit ``memory_budget`` (e.g.
-        ``"2GB"``; default: the resident memory plus half the available memory), each
+        ``"2GB"``; default: :func:`taylorformer.models.bounded_sampling.default_budget`), each
         window from its own random stream keyed by its start, so a window's paths are the
         same for a seed whatever the budget and the other windows; ``progress`` (default:
         on a terminal) shows a progress bar (:meth:`AutoregressiveNP.sample

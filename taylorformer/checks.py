@@ -131,6 +131,23 @@ def available_memory():
         return None
 
 
+def machine_memory():
+    """Bytes of this machine's physical memory (``MemTotal`` of ``/proc/meminfo``, else
+    ``SC_PHYS_PAGES * SC_PAGE_SIZE``; None where neither is known): no memory budget can
+    use more."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def check_memory(owner, what, nbytes, hint, error=SpecError):
     """Refuse (``error`` naming ``what``, the memory it needs and what is available, and
     ``hint``) a computation that needs ``nbytes`` of memory, more than is available."""

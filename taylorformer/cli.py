@@ -608,7 +608,7 @@ def build_parser():
                                 "for predict, report before/after on --split (implies --calibration)")
             p.add_argument("--memory-budget", metavar="SIZE",
                            help="with --samples: bound on this process's memory while sampling, e.g. "
-                                "2GB or 512MiB (default: what it holds plus half the available memory)")
+                                "2GB or 512MiB, at most the machine's memory (default: what it holds plus 2 GB)")
         else:
             p.add_argument("--out", help="PNG path (default RUN_DIR/predictions.png)")
             p.add_argument("--num-tasks", type=positive_int, default=4)

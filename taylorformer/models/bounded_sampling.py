@@ -16,12 +16,13 @@ independent of that split:
   Categorical: every built-in likelihood); a distribution of another family falls back
   to ``dist.sample(seed)`` keyed by the chunk's first row, whose draws then depend on
   the chunking (named in :func:`draw`'s docstring).
-* **Budgets.** :func:`parse_memory` reads ``"2GB"``, ``"512MiB"`` or a byte count;
-  :func:`default_budget` is this process's resident memory plus half of the memory the
-  system reports available. A budget bounds the whole process: the room for a chunk is
-  the budget minus what the process holds (its resident memory after handing freed heap
-  pages back, or at an earlier sampling call if less: :func:`held_bytes`), minus the
-  outputs and a fixed :data:`FIXED_BYTES` for the loop itself.
+* **Budgets.** :func:`parse_memory` reads ``"2GB"``, ``"512MiB"`` or a byte count (at
+  most the machine's memory); :func:`default_budget` is this process's resident memory
+  plus :data:`DEFAULT_ROOM` (less where the system has less available). A budget bounds
+  the whole process: the room for a chunk is the budget minus what the process holds (its
+  resident memory after handing freed heap pages back, or at an earlier sampling call if
+  less: :func:`held_bytes`), minus the outputs and a fixed :data:`FIXED_BYTES` for the
+  loop itself.
 * **Estimates.** :func:`row_bytes` is the peak memory one row adds while it is decoded:
   the bytes of its caches (read off a one-row ``start_cache``, so any encoder with the
   cached-decoding protocol is measured, not guessed) times :data:`CACHE_COPIES`, plus the
@@ -35,6 +36,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from taylorformer.checks import available_memory, machine_memory
 from taylorformer.errors import SpecError
 
 #: SplitMix64 constants (Steele, Lea & Flood 2014): the golden-ratio increment and the
@@ -173,7 +175,8 @@ def _tfd():
 def parse_memory(value, what="memory_budget"):
     """Bytes (int) of ``value``: an int (bytes) or a string ``"<number><unit>"`` with unit
     B, KB/MB/GB/TB (powers of 1000), KiB/MiB/GiB/TiB or K/M/G/T (powers of 1024);
-    :class:`SpecError` otherwise or when not positive."""
+    :class:`SpecError` otherwise, when not positive or when more than the machine's
+    memory (:func:`taylorformer.checks.machine_memory`)."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         number, unit = float(value), ""
     elif isinstance(value, str) and (match := re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*",
@@ -184,6 +187,9 @@ def parse_memory(value, what="memory_budget"):
     if number is None or unit not in _UNITS or not math.isfinite(number) or number * _UNITS[unit] < 1:
         raise SpecError(f"{what} must be a positive size such as 2GB, 512MiB or a number of bytes, "
                         f"got {value!r}")
+    total = machine_memory()
+    if total is not None and number * _UNITS[unit] > total:
+        raise SpecError(f"{what} must be at most this machine's memory ({format_bytes(total)}), got {value!r}")
     return int(number * _UNITS[unit])
 
 
@@ -219,27 +225,17 @@ def resident_bytes():
         return 0
 
 
-def available_bytes():
-    """Memory the system reports available (Linux ``MemAvailable``), or None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-#: the sampler's room where the system does not say what is available
-FALLBACK_ROOM = 4 * 10**9
+#: the most room the default budget gives the sampler beside what the process holds: the
+#: chunks of a larger budget are no faster per window, and 64 windows x 100 paths of the
+#: taylorformer preset stay under 4 GB (benchmarks/README.md, "bounded_sampling.py")
+DEFAULT_ROOM = 2 * 10**9
 
 
 def default_budget():
-    """This process's resident memory plus half of what the system has available (4 GB
-    where it does not say): room for the sampler that leaves the rest to other work."""
-    room = available_bytes()
-    return resident_bytes() + (FALLBACK_ROOM if room is None else room // 2)
+    """This process's resident memory plus :data:`DEFAULT_ROOM`, or plus half of the memory
+    the system has available where that is less (leaving the rest to other work)."""
+    room = available_memory()
+    return resident_bytes() + (DEFAULT_ROOM if room is None else min(DEFAULT_ROOM, room // 2))
 
 
 def resolve_budget(memory_budget):

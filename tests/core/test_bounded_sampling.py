@@ -97,7 +97,7 @@ def test_budget_with_no_room_for_one_row_is_a_clear_error():
 def test_a_real_small_budget_gives_the_same_samples():
     """A budget with room for about 3 rows (several chunks) against an ample one."""
     model, batch = model_of("taylorformer"), batch_of()
-    ample = model.sample(batch, 4, seed=2, memory_budget="1TB")
+    ample = model.sample(batch, 4, seed=2, memory_budget="3GB")
     per_row = model._estimated_row_bytes(model.prepare(batch), True)
     tight = (bounded_sampling.held_bytes() + bounded_sampling.FIXED_BYTES + 4 * per_row)
     np.testing.assert_allclose(model.sample(batch, 4, seed=2, memory_budget=tight), ample, rtol=1e-5, atol=1e-5)
@@ -187,11 +187,11 @@ def _series_task(tmp_path):
 def test_forecasts_are_the_same_whatever_the_budget_and_the_other_windows(tmp_path, rows_per_chunk):
     task, model = _series_task(tmp_path), model_of("taylorformer")
     starts = task.window_starts("test")[:3]
-    whole = task.forecast(model, starts, num_samples=4, seed=1, memory_budget="1TB")
+    whole = task.forecast(model, starts, num_samples=4, seed=1, memory_budget="3GB")
     alone = task.forecast(model, int(starts[2]), num_samples=4, seed=1)  # keyed by the window's start
     np.testing.assert_allclose(alone["samples"][:, 0], whole["samples"][:, 2], rtol=1e-5)
     rows_per_chunk(2)
-    frame = task.forecast_frame(model, starts, num_samples=4, seed=1, memory_budget="1TB", quantiles=(0.5,))
+    frame = task.forecast_frame(model, starts, num_samples=4, seed=1, memory_budget="3GB", quantiles=(0.5,))
     np.testing.assert_allclose(frame[("y", "q0.5")].to_numpy().reshape(3, 5),
                                np.median(whole["samples"][..., 0], 0), rtol=1e-5)
 
@@ -200,7 +200,7 @@ def test_evaluate_samples_do_not_depend_on_the_batch_size(tmp_path):
     from taylorformer.workflow.evaluation import evaluate
 
     task, model = _series_task(tmp_path), model_of("taylorformer")
-    one = evaluate(model, task, batch_size=4, num_batches=1, num_samples=3, memory_budget="1TB")
+    one = evaluate(model, task, batch_size=4, num_batches=1, num_samples=3, memory_budget="3GB")
     two = evaluate(model, task, batch_size=2, num_batches=2, num_samples=3)
     for key in ("mse", "crps", "coverage95"):
         assert one["sampled"][key] == pytest.approx(two["sampled"][key], rel=1e-5)

@@ -186,8 +186,9 @@ def run_info(target):
     spec, normaliser = found["spec"], found["normaliser"]
     notes = []
     if normaliser is None:
-        notes.append("no normaliser saved (a model file written before taylorformer saved one): "
-                     "predict, evaluate and plot work in the model's own units")
+        notes.append("no normaliser saved (a model file written before taylorformer saved one): predict "
+                     "--input, place and export work in the model's own units (with a warning), predict "
+                     "--grid refuses it, evaluate takes the data's units from the run's task")
     if found["card"] is None:
         notes.append("no model card saved")
     likelihood = spec.get("likelihood")

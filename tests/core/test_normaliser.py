@@ -79,7 +79,12 @@ def test_maps_and_json_round_trip():
                                            ({"x_offset": [float("nan"), 0.0]}, "x_offset"),
                                            ({"y_names": ["a"]}, "y_names"),
                                            ({"x_units": [1, 2]}, "x_units"),
-                                           ({"format": 99}, "format")])
+                                           ({"format": 99}, "format"),
+                                           ({"coordinates": {"span": [1.0, -2.0]}}, "span"),
+                                           ({"coordinates": {"span": "wide"}}, "span"),
+                                           ({"coordinates": {"space": "lat"}}, "space"),
+                                           ({"coordinates": {"geographic": "yes"}}, "geographic"),
+                                           ({"coordinates": {"time_input": float("inf")}}, "time_input")])
 def test_bad_saved_normaliser_is_refused(change, field):
     data = {**_random_normaliser(np.random.default_rng(1)).to_dict(), **change}
     with pytest.raises(SpecError, match=field):
@@ -273,8 +278,54 @@ def test_gridded_names_units_and_coordinates_from_netcdf_attributes(tmp_path):
     assert norm.coordinates["space"] == ["latitude", "longitude"] and norm.coordinates["time"] == "time"
     assert norm.time["frequency"].lower() == "6h" and norm.time["origin"].startswith("2020-01-01")
     assert norm.groups == ["sc", "tc", "st", "tt"] and norm.identity_x
+    # what predict_field needs from the model file alone: the training span and the time input
+    assert norm.coordinates["span"] == [3.0, 4.0] and norm.coordinates["space_inputs"] == task.space
+    assert norm.coordinates["time_input"] == float(task.time_inputs()[-1])
     np.testing.assert_allclose([norm.y_offset[0], norm.y_scale[0]],
                                [np.ravel(task.mean)[0], np.ravel(task.std)[0]], rtol=1e-12)
+
+
+def test_span_of_a_simulated_task_and_latlon_to_xyz():
+    """A task without a description records its context box's span; unit vectors of
+    latitude/longitude (one definition, which the sphere task imports)."""
+    from taylorformer.normaliser import latlon_to_xyz
+    from taylorformer.task import make_task
+    from taylorformer.tasks import sphere
+
+    assert Normaliser.from_task(make_task("gp-2d-bsa"), 2, 1).coordinates == {"span": [4.0, 4.0]}
+    assert sphere.latlon_to_xyz is latlon_to_xyz
+    np.testing.assert_allclose(latlon_to_xyz(np.array([[0.0, 0.0], [0.0, 90.0], [90.0, 0.0]])), np.eye(3),
+                               atol=1e-15)
+
+
+def _rewrite_normaliser(path, change):
+    """Rewrite the model file ``path`` with ``change(normaliser dict)`` applied to its
+    saved normaliser (weights untouched)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as source:
+        items = [(item, source.read(item)) for item in source.infolist()]
+    with zipfile.ZipFile(path, "w") as target:
+        for item, data in items:
+            if item.filename == "config.json":
+                config = json.loads(data)
+                change(config["config"]["normaliser"])
+                data = json.dumps(config).encode()
+            target.writestr(item, data)
+
+
+def test_evaluate_takes_data_units_from_the_model_file(run, tmp_path):
+    """evaluate's data units are the model file's normaliser's, not the task's: a model
+    file whose y scale is doubled reports twice the RMSE in data units, the same model-unit
+    metrics."""
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    _rewrite_normaliser(copy / "best.keras", lambda n: n.update(y_scale=[2 * n["y_scale"][0]]))
+    before = evaluate_run(str(run), num_batches=1, batch_size=8)
+    after = evaluate_run(str(copy), num_batches=1, batch_size=8)
+    assert after["rmse"] == before["rmse"]
+    np.testing.assert_allclose(after["data_units"]["outputs"]["co2"]["rmse"],
+                               2 * before["data_units"]["outputs"]["co2"]["rmse"], rtol=1e-9)
 
 
 def _strip_to_old_format(path):
@@ -305,6 +356,9 @@ def test_old_format_run_directory_behaves_as_before(run, tmp_path):
     assert code == 0 and "note: no normaliser saved" in text and "normaliser:" not in text
     model, _, _ = load_run(str(old))
     assert model.normaliser is None
+    # evaluate: the data's units from the run's task, as the model file's would give
+    old_units = evaluate_run(str(old), num_batches=1, batch_size=8)["data_units"]
+    assert old_units == evaluate_run(str(run), num_batches=1, batch_size=8)["data_units"]
     rng = np.random.default_rng(1)
     z = {"xc": rng.normal(size=(1, 6, 2)).astype(np.float32), "yc": rng.normal(size=(1, 6, 1)).astype(np.float32),
          "xt": rng.normal(size=(1, 3, 2)).astype(np.float32)}

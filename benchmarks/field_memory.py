@@ -41,6 +41,7 @@ def main(argv=None):
 
     from taylorformer.prediction import fields
     from taylorformer.models import build_model
+    from taylorformer.normaliser import Normaliser
     from taylorformer.task import make_task
 
     folder = args.dir or tempfile.mkdtemp(prefix="field-memory-")
@@ -63,7 +64,8 @@ def main(argv=None):
     out_path = os.path.join(folder, "out.nc")
     wall, cpu = time.perf_counter(), time.process_time()
     out = fields.predict_field(model, os.path.join(folder, "points.csv"), os.path.join(folder, "grid.nc"),
-                               out_path, task=task, chunk_size=args.chunk_size, progress=True)
+                               out_path, normaliser=Normaliser.from_task(task, 2, 1), chunk_size=args.chunk_size,
+                               progress=True)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result = {"cells": n * n, "context": args.context, "defined_cells": int(out.z.count()),

@@ -33,16 +33,16 @@ def main(argv=None):
     from taylorformer.workflow.runs import load_run
     from taylorformer.task import make_task
 
-    model, task, _ = load_run(args.run_dir, "best")
+    model, _, _ = load_run(args.run_dir, "best")  # its normaliser: units, training span
     draw = make_task("gp-2d-bsa", {"num_context": [args.context, args.context], "num_target": 1})
     batch = draw.sample(np.random.default_rng(args.seed), 1, "test")
     context = pd.DataFrame({"x0": batch["xc"][0, :, 0], "x1": batch["xc"][0, :, 1], "y": batch["yc"][0, :, 0]})
     axis = np.linspace(-2, 2, args.cells)
     grid = xr.Dataset(coords={"x0": axis, "x1": axis})
-    full = fields.predict_field(model, context, grid, task=task, padding=np.inf, progress=False)
+    full = fields.predict_field(model, context, grid, padding=np.inf, progress=False)
     rows = []
     for padding in args.paddings:
-        out = fields.predict_field(model, context, grid, task=task, padding=padding, progress=False)
+        out = fields.predict_field(model, context, grid, padding=padding, progress=False)
         tile = [int(t) for t in out.attrs["taylorformer_patch"].split(",")]
         d_mean = np.abs(out.y_mean.values - full.y_mean.values)
         d_std = np.abs(out.y_stddev.values - full.y_stddev.values)

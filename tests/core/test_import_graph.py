@@ -230,6 +230,15 @@ def test_no_module_uses_another_modules_private_names():
     assert not found, "private names used across modules:\n" + "\n".join(found)
 
 
+def test_the_example_plugin_uses_only_public_names():
+    """examples/third_party_plugin is written as a third party writes a plugin: from the
+    public names only."""
+    known = core_modules()
+    found = [line for path in sorted((ROOT / "examples").rglob("*.py"))
+             for line in private_imports(str(path.relative_to(ROOT)), path, False, known)]
+    assert not found, "private names of the core used by the example:\n" + "\n".join(found)
+
+
 @pytest.mark.parametrize("folder", ["taylorformer", "plugins", "tasks", "tests", "examples", "benchmarks",
                                     "scripts"])
 def test_private_keras_and_tensorflow_apis_only_in_tf_compat(folder):

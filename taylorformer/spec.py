@@ -31,7 +31,6 @@ renamed since a spec was written (:data:`RENAMED_KEYS`: ``normalise`` is now
 import copy
 import functools
 import json
-import math
 import os
 import re
 import warnings
@@ -48,6 +47,11 @@ STANDARDISE_MODES = ("global", "window")
 #: the default floor of a window's scale (spec ``standardise_min_scale``), in the batch's units
 #: (a task's z-scores: 1% of the training rows' std), so a constant context stays finite
 DEFAULT_MIN_SCALE = 0.01
+#: the floors allowed, in the same units: a window's scale divides its targets and
+#: multiplies the predicted scales in float32; at 1e-6 a target 1e6 z-scores from a
+#: constant context stays finite, above 1e6 the floor would be every window's scale (no
+#: per-window standardisation left), and near float32's limit the predictions overflow
+MIN_SCALE_RANGE = (1e-6, 1e6)
 
 DEFAULTS = {
     "kind": "conditional",
@@ -172,8 +176,8 @@ def _resolve(spec, overrides, task_defaults):
         if not isinstance(base, dict):
             raise SpecError(f"model preset {name!r} must be a spec dict, got {type(base).__name__}")
         spec = deep_merge(current_keys(base, f"model preset {name!r}"), spec)
-    if spec.pop("provenance", None) is not None:
-        # a spec resolved before observed flags existed (a saved model or run) had none
+    saved = spec.pop("provenance", None) is not None
+    if saved:  # a spec resolved before observed flags existed (a saved model or run) had none
         spec.setdefault("observed_flags", False)
     resolved = deep_merge(DEFAULTS, spec)
     _check_types(resolved)
@@ -181,7 +185,7 @@ def _resolve(spec, overrides, task_defaults):
         resolved["observed_flags"] = resolved["dim_y"] > 1
     if resolved["standardise"] is None:
         resolved["standardise"] = task_defaults.get("standardise") or "global"
-    check_standardise_options(resolved["standardise"], resolved["standardise_min_scale"])
+    check_standardise_options(resolved["standardise"], resolved["standardise_min_scale"], saved=saved)
     for field in COMPONENT_FIELDS:
         if resolved.get(field) is not None:
             resolved[field] = components.normalize(resolved[field], field)
@@ -210,14 +214,24 @@ def _check_types(spec):
         raise SpecError(f"spec: description must be a string, got {spec['description']!r}")
 
 
-def check_standardise_options(mode, min_scale, owner="spec"):
-    """SpecError unless ``mode`` is one of :data:`STANDARDISE_MODES` and ``min_scale`` a finite number > 0."""
+def check_standardise_options(mode, min_scale, owner="spec", saved=False):
+    """SpecError unless ``mode`` is one of :data:`STANDARDISE_MODES` and ``min_scale`` a
+    number in :data:`MIN_SCALE_RANGE`, and, with ``global`` (which uses no floor), the
+    default :data:`DEFAULT_MIN_SCALE`. A ``saved`` spec (a model file's, with ``global``)
+    keeps whatever floor it was saved with: it has no effect, and the file loads."""
     if mode not in STANDARDISE_MODES:
         raise SpecError(f"{owner}: standardise must be one of {list(STANDARDISE_MODES)} (window: each window "
                         f"standardised by its own context), got {mode!r}")
-    if isinstance(min_scale, bool) or not isinstance(min_scale, (int, float)) \
-            or not math.isfinite(min_scale) or min_scale <= 0:
-        raise SpecError(f"{owner}: standardise_min_scale must be a finite number > 0, got {min_scale!r}")
+    if mode == "global" and saved:
+        return
+    low, high = MIN_SCALE_RANGE
+    if isinstance(min_scale, bool) or not isinstance(min_scale, (int, float)) or not low <= min_scale <= high:
+        raise SpecError(f"{owner}: standardise_min_scale must be a number in [{low:g}, {high:g}] (the floor of "
+                        f"a window's std, in the batch's units), got {min_scale!r}")
+    if mode == "global" and min_scale != DEFAULT_MIN_SCALE:
+        raise SpecError(f"{owner}: standardise_min_scale {min_scale!r} has no effect with standardise 'global' "
+                        "(only a window's own std is floored): set standardise 'window' or leave "
+                        "standardise_min_scale out")
 
 
 # ---------------------------------------------------------------- option value checks

@@ -47,8 +47,9 @@ RECALIBRATION_FILE = "calibration.json"
 #: modes: a conditional model's predictive, an autoregressive model's multi-step samples
 #: or (asked for) its teacher-forced conditionals
 MODES = ("predictive", "sampled", "teacher-forced")
-#: search range of log s
-_LOG_SCALE_BOUNDS = (-np.log(1e3), np.log(1e3))
+#: the spread scales :func:`fit_spread_scale` can produce (its search range); a stored
+#: scale outside it was not fitted here and is refused (:func:`load_recalibration`)
+SPREAD_SCALE_RANGE = (1e-3, 1e3)
 
 
 # ----------------------------------------------------------------------------- scores
@@ -342,8 +343,8 @@ def _criterion(marginals):
 
 
 def fit_spread_scale(marginals):
-    """``(scale [Dy], criterion)``: per output, the spread scale ``s`` in [1e-3, 1e3]
-    minimising the mean NLL over the observed values of ``marginals`` (the mean CRPS for
+    """``(scale [Dy], criterion)``: per output, the spread scale ``s`` in
+    :data:`SPREAD_SCALE_RANGE` minimising the mean NLL over the observed values of ``marginals`` (the mean CRPS for
     draws, which have no density). Outputs never observed keep ``s = 1``."""
     criterion = _criterion(marginals)
     dim_y = marginals[0].dim_y
@@ -363,9 +364,9 @@ def fit_spread_scale(marginals):
                 total, count = total + values.sum(), count + obs.sum()
             return total / count
 
-        found = optimize.minimize_scalar(loss, bounds=_LOG_SCALE_BOUNDS, method="bounded",
+        found = optimize.minimize_scalar(loss, bounds=np.log(SPREAD_SCALE_RANGE), method="bounded",
                                          options={"xatol": 1e-5})
-        scale[d] = float(np.exp(found.x))
+        scale[d] = float(np.clip(np.exp(found.x), *SPREAD_SCALE_RANGE))  # exp(log(b)) may round past b
     return scale, criterion
 
 
@@ -396,8 +397,11 @@ def model_fingerprint(path):
 
 def _read_file(run_dir):
     path = os.path.join(run_dir, RECALIBRATION_FILE)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return path, {}
+    if not os.path.isfile(path):
+        raise RunDirectoryError(f"{path} is not a file (a directory, or a link to nothing); remove it, "
+                                "or fit the recalibration again (taylorformer evaluate RUN --recalibrate)")
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
@@ -421,17 +425,20 @@ def save_recalibration(run_dir, checkpoint, record):
 
 def load_recalibration(run_dir, checkpoint):
     """The recalibration record of ``checkpoint`` (None where none is stored). A
-    :class:`RunDirectoryError` names the file when the record is malformed or was fitted
-    on another model file than the run's ``{checkpoint}.keras`` now (retrained or resumed)."""
+    :class:`RunDirectoryError` names the file when it is not a file, when the record is
+    malformed (a scale outside :data:`SPREAD_SCALE_RANGE`, which no fit produces) or was
+    fitted on another model file than the run's ``{checkpoint}.keras`` now (retrained or
+    resumed)."""
     path, data = _read_file(run_dir)
     record = data.get(checkpoint)
     if record is None:
         return None
     scale = record.get("scale") if isinstance(record, dict) else None
-    if not (isinstance(scale, list) and scale and all(isinstance(s, (int, float)) and np.isfinite(s) and s > 0
-                                                      for s in scale)):
+    low, high = SPREAD_SCALE_RANGE
+    if not (isinstance(scale, list) and scale and all(isinstance(s, (int, float)) and not isinstance(s, bool)
+                                                      and low <= s <= high for s in scale)):
         raise RunDirectoryError(f"{path} is corrupt: entry {checkpoint!r} needs 'scale', a list of "
-                                f"numbers > 0, got {scale!r}")
+                                f"numbers in [{low:g}, {high:g}] (the range a fit produces), got {scale!r}")
     model_path = os.path.join(run_dir, f"{checkpoint}.keras")
     if not os.path.isfile(model_path) or model_fingerprint(model_path) != record.get("model_sha256"):
         raise RunDirectoryError(

@@ -83,7 +83,7 @@ def train_on_dumped(trainer, data, steps, eval_every=0):
         ll = np.concatenate([taylorformer.loglik(model, b).numpy() for b in test_batches])
         return mean_stderr(ll)
 
-    wall = cpu = first = 0.0
+    wall = cpu = first = first_cpu = 0.0
     losses, done, previous = [], 0, 0.0
     iterator = iter(stream)
     for step in range(1, steps + 1):
@@ -92,8 +92,9 @@ def train_on_dumped(trainer, data, steps, eval_every=0):
         running = float(train_step(batch)["loss"])  # the model's loss tracker: mean over steps so far
         loss, previous = step * running - (step - 1) * previous, running  # this step's loss
         dt = time.perf_counter() - t0
-        wall, cpu = wall + dt, cpu + time.process_time() - c0
-        first = first or dt
+        dc = time.process_time() - c0
+        wall, cpu = wall + dt, cpu + dc
+        first, first_cpu = (dt, dc) if step == 1 else (first, first_cpu)
         if not math.isfinite(loss):
             raise SystemExit(f"non-finite loss {loss} at step {step}")
         losses.append(loss)
@@ -110,6 +111,7 @@ def train_on_dumped(trainer, data, steps, eval_every=0):
         "test_loglik_mean": mean, "test_loglik_stderr": err, "gt_loglik_mean": float(gt.mean()),
         "steady_steps_per_s": round((done - 1) / (wall - first), 3) if done > 1 else None,
         "first_step_seconds": round(first, 3), "cpu_seconds": round(cpu, 3),
+        "steady_cpu_s_per_step": round((cpu - first_cpu) / (done - 1), 5) if done > 1 else None,
         "train_loss_last50": float(np.mean(losses[-50:])),
         "num_params": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
     }

@@ -448,10 +448,10 @@ def load_recalibration(run_dir, checkpoint):
     return record
 
 
-def data_units(task, dim_y):
-    """Per-output factors from model units to data units (a standardising task's ``std``)."""
-    std = getattr(task, "std", None) if hasattr(task, "to_original_units") else None
-    if std is None:
+def data_units(normaliser):
+    """``(factors [Dy], "data")``: the per-output spread factors from model units to data
+    units (a :class:`~taylorformer.normaliser.Normaliser`'s ``y_scale``); ``(None,
+    "model")`` without a normaliser or for an identity one."""
+    if normaliser is None or normaliser.identity_y:
         return None, "model"
-    std = np.broadcast_to(np.asarray(std, np.float64).ravel(), (dim_y,))
-    return std, "data"
+    return np.asarray(normaliser.y_scale, np.float64), "data"

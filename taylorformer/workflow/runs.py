@@ -28,7 +28,7 @@ from taylorformer.models.bounded_sampling import parse_memory
 from taylorformer.checks import check_choice, check_int, check_memory, check_number
 from taylorformer.errors import (BatchError, RunDirectoryError, SpecError, TaskError, TaylorformerError,
                                  UnknownComponentError)
-from taylorformer.workflow.evaluation import check_evaluate_options, evaluate
+from taylorformer.workflow.evaluation import check_evaluate_options, evaluate, units_normaliser
 from taylorformer.files import atomic_path, check_output_path
 from taylorformer.workflow.run_dir import RunDirectory
 from taylorformer.task import make_task, plot_task
@@ -357,7 +357,7 @@ def calibrate_run(run_dir, task=None, task_config=None, split="test", checkpoint
         raise SpecError("recalibration is fitted on what predict returns, the multi-step samples of an "
                         "autoregressive model; drop teacher_forced (--teacher-forced) to recalibrate")
     batch_size = config["train"]["batch_size"] if batch_size is None else batch_size
-    units, unit_label = calibration.data_units(task_obj, model.dim_y)
+    units, unit_label = calibration.data_units(units_normaliser(task_obj, model))
     options = {"mode": mode, "batch_size": batch_size, "num_batches": num_batches,
                "num_samples": num_samples, "seed": seed}
     marginals = calibration.collect(model, task_obj, split, **options)

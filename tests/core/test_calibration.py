@@ -121,17 +121,15 @@ def test_coverage_of_a_correctly_specified_predictive_is_nominal():
 
 
 def test_crps_and_sharpness_in_data_units_for_a_standardising_task():
-    class Standardised:
-        std = np.array([3.0])
+    from taylorformer.normaliser import Normaliser
 
-        def to_original_units(self, y):
-            return y * self.std
-
-    units, label = cal.data_units(Standardised(), 1)
+    standardised = Normaliser.from_dict({"x_offset": [0.0], "x_scale": [1.0], "y_offset": [7.0], "y_scale": [3.0]})
+    units, label = cal.data_units(standardised)
     loc, sd, y = _gaussian(n=1000)
     m = cal.NormalMarginals(y, _observed(y), loc, sd)
     plain, scaled = cal.summarize([m]), cal.summarize([m], units=units)
-    assert label == "data" and cal.data_units(object(), 1) == (None, "model")
+    assert label == "data" and cal.data_units(None) == (None, "model")
+    assert cal.data_units(Normaliser.identity(1, 1)) == (None, "model")
     assert scaled["crps"] == pytest.approx(3 * plain["crps"])
     assert scaled["sharpness"]["mean_stddev"] == pytest.approx(3 * plain["sharpness"]["mean_stddev"])
     assert scaled["pit"] == plain["pit"] and scaled["nll"] == plain["nll"]

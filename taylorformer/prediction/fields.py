@@ -439,9 +439,10 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
     ``model.normaliser``, the model file's): the units, the inputs (:func:`field_inputs`)
     and the training span behind the default ``padding``/``patch``; a BatchError naming
     what is missing where there is none (``Normaliser.identity(dim_x, dim_y)`` for a model
-    that works in the data's own units). ``inputs``: the grid coordinates that are the model's inputs, in order; ``variable``:
-    the grid's field; ``value``: the context's value column/variable (default the grid
-    variable's name, else ``y``); ``time_input``: the gridded task's time input.
+    that works in the data's own units). ``inputs``: the grid coordinates that are the
+    model's inputs, in order; ``variable``: the grid's field; ``value``: the context's value
+    column/variable (default the grid variable's name, else ``y``); ``time_input``: the
+    window-time input of a gridded-task model (default the normaliser's).
     ``padding``: coordinate units added on every side of a tile for its window (one
     number or one per input coordinate; ``float("inf")``: the whole context); ``patch``:
     tile cells per grid dim. ``levels``: quantile levels; ``chunk_size``: targets per
@@ -454,7 +455,7 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
         raise BatchError(f"predict_field 'levels' must be probabilities in (0, 1), got {list(levels)}")
     if model.dim_y != 1:
         raise BatchError(f"predict_field predicts one variable; this model has {model.dim_y} outputs")
-    normaliser = model.normaliser if normaliser is None else normaliser
+    normaliser = getattr(model, "normaliser", None) if normaliser is None else normaliser
     if not isinstance(normaliser, Normaliser):
         raise BatchError(
             "predict_field: the model has no normaliser (a model file written before taylorformer saved one, or "

@@ -265,8 +265,8 @@ def predict_field_run(run_dir, grid, context, output, checkpoint="best", recalib
     """:func:`taylorformer.prediction.fields.predict_field` with the model file of a run (its
     normaliser: units, inputs, training span) and its stored recalibration; ``output`` a
     new ``.nc`` file (never one of the run's or one it reads). A model file without a
-    normaliser is refused (``predict_field`` names what is missing). Returns
-    ``(output, cells)``."""
+    normaliser is refused with an error saying so (its outputs would be the model's units
+    under the data's names). Returns ``(output, cells)``."""
     from taylorformer.prediction.fields import predict_field
 
     if not str(output).lower().endswith(".nc"):

@@ -1,8 +1,8 @@
 """Data units from the model file alone, through every front door.
 
-For each way in (``from_arrays``, ``from_xarray``, ``from_dataframe``, a ``csv`` task and
-a named dataset, ``ettm2`` on a local copy), a tiny TNP-D is trained two steps from Python;
-then ``info``, ``predict --input`` / ``predict --grid``, ``place``, ``export`` and ``plot``
+For each way in (``from_arrays`` with sets of points and with a series, ``from_xarray``,
+``from_dataframe``, a ``csv`` task and a named dataset, ``ettm2`` on a local copy), a tiny
+TNP-D is trained two steps from Python; then ``info``, ``predict --input`` / ``predict --grid``, ``place``, ``export`` and ``plot``
 run through the command line in a fresh process, which has only the run directory. Every
 number written is checked in the data's units against an independent computation: the
 model's own prediction on inputs standardised with the training split's mean and std
@@ -134,6 +134,16 @@ def door_dataframe(root):
     return _series_door(root, task, None, frame["level"].to_numpy(), "level", math.floor(0.6 * len(frame)))
 
 
+def door_arrays_series(root):
+    """``from_arrays(y=series, dates=...)``: the csv task on arrays held in memory."""
+    from taylorformer.tasks import from_arrays
+
+    frame = level_frame()
+    values = frame["level"].to_numpy()
+    task = from_arrays(y=values, dates=frame["date"].to_numpy(), names=["level"], split=[0.6, 0.2, 0.2], **SERIES)
+    return _series_door(root, task, None, values, "level", math.floor(0.6 * len(frame)))
+
+
 def door_csv(root):
     frame = level_frame()
     frame.to_csv(root / "series.csv", index=False)
@@ -181,7 +191,7 @@ def door_xarray(root):
             "grid": (grid_lat, grid_lon)}
 
 
-DOORS = {"from_arrays": door_arrays, "from_dataframe": door_dataframe, "csv": door_csv, "named": door_named,
+DOORS = {"from_arrays": door_arrays, "from_arrays_series": door_arrays_series, "from_dataframe": door_dataframe, "csv": door_csv, "named": door_named,
          "from_xarray": door_xarray}
 
 

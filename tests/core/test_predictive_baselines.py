@@ -1,0 +1,214 @@
+"""Predictive baselines of an evaluation (taylorformer.workflow.predictive_baselines), each
+against an independent NumPy statement of it: the last value and a loop over the training
+changes (persistence, seasonal naive), ``numpy.linalg.lstsq`` on the ridge-augmented lag
+matrix (ridge AR), a dense GP posterior at the fitted hyperparameters (GP), a double loop
+(IDW), numerical integration (Gaussian CRPS); the verdict on an AR(2) series, where the
+ridge AR must beat a model that predicts the training distribution.
+"""
+import math
+import types
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from taylorformer.workflow import predictive_baselines as pb
+
+
+# ----------------------------------------------------------------------------- scores
+def test_gaussian_crps_matches_numerical_integration():
+    for mean, sd, y in ((0.0, 1.0, 0.3), (2.0, 0.5, -1.0), (-1.0, 3.0, 4.0)):
+        cdf = stats.norm(mean, sd).cdf
+        below, _ = integrate.quad(lambda z: cdf(z) ** 2, -np.inf, y)
+        above, _ = integrate.quad(lambda z: (1 - cdf(z)) ** 2, y, np.inf)
+        assert pb.gaussian_crps(mean, sd, y) == pytest.approx(below + above, rel=1e-7)
+
+
+def test_ensemble_crps_matches_all_pairs():
+    rng = np.random.default_rng(0)
+    samples, y = rng.normal(size=(7, 3)), rng.normal(size=3)
+    pairs = np.abs(samples[:, None] - samples[None]).mean((0, 1))
+    assert pb.ensemble_crps(samples, y) == pytest.approx(np.abs(samples - y).mean(0) - 0.5 * pairs)
+
+
+def test_gaussian_point_metrics():
+    out = pb.gaussian_point_metrics(np.array([1.0, 1.0]), np.array([2.0, 2.0]), np.array([2.0, 5.0]))
+    assert out["nll"] == pytest.approx(-stats.norm(1.0, 2.0).logpdf([2.0, 5.0]))
+    assert out["error"].tolist() == [-1.0, -4.0] and out["inside95"].tolist() == [True, False]
+
+
+# ----------------------------------------------------------------------------- series
+def series_task(y, context=12, horizon=5, train=(0, 300), season=None):
+    """The attributes :class:`SeriesBaselines` reads of a forecasting task."""
+    return types.SimpleNamespace(scaled=np.asarray(y, np.float32)[:, None], split_bounds={"train": train},
+                                 context_length=context, horizon=horizon, season=season, dates=None,
+                                 window_starts=None)
+
+
+def rms_change(z, lag):
+    pairs = [(z[t + lag] - z[t]) ** 2 for t in range(len(z) - lag) if not np.isnan(z[t + lag] - z[t])]
+    return math.sqrt(sum(pairs) / len(pairs))
+
+
+def test_persistence_and_seasonal_naive():
+    rng = np.random.default_rng(0)
+    z = np.sin(np.arange(400) * 2 * np.pi / 6) + 0.3 * rng.normal(size=400)
+    z[[40, 41, 77]] = np.nan
+    task = series_task(z, season=6)
+    fitted = pb.SeriesBaselines(task)
+    z32 = z.astype(np.float32).astype(np.float64)[:300]
+    yc = np.stack([z[300:312], z[320:332]])[..., None]
+    yc[1, -1, 0] = np.nan  # a missing last value: the one before is carried forward
+    out = fitted.predict(yc)
+    mean, sd = out["persistence"]
+    assert mean[:, :, 0].tolist() == [[z[311]] * 5, [z[330]] * 5]
+    assert sd[0, :, 0] == pytest.approx([rms_change(z32, h) for h in range(1, 6)], rel=1e-9)
+    mean, sd = out["seasonal-naive"]
+    for h in range(5):  # lead h + 1 <= season: the value one season before the target row
+        assert mean[0, h, 0] == yc[0, 12 + h - 6, 0]
+    assert sd[0, :, 0] == pytest.approx([rms_change(z32, 6)] * 5, rel=1e-9)
+    longer = pb.SeriesBaselines(series_task(z, horizon=9, season=4)).predict(yc[:1])["seasonal-naive"][0]
+    assert longer[0, :, 0].tolist() == [yc[0, 8 + h % 4, 0] for h in range(9)]  # the last season repeated
+
+
+def test_season_from_dates():
+    import pandas as pd
+
+    def season(freq):
+        return pb.season_of(types.SimpleNamespace(dates=pd.date_range("2020", periods=50, freq=freq).to_numpy()))
+
+    assert [season(f) for f in ("h", "15min", "D", "W", "MS", "QS", "7h")] == [24, 96, 7, 52, 12, 4, None]
+    assert pb.season_of(types.SimpleNamespace(season=10, dates=None)) == 10
+
+
+def test_ridge_ar_matches_lstsq_on_the_augmented_lag_matrix():
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=400).cumsum() * 0.1
+    task = series_task(z, context=12, horizon=3)
+    fitted = pb.SeriesBaselines(task, lags=4, ridge=2.5)
+    train = z.astype(np.float32).astype(np.float64)[:300]
+    rows = [np.r_[1.0, train[t - 4:t]] for t in range(4, 298)]
+    targets = [train[t:t + 3] for t in range(4, 298)]
+    x, y = np.array(rows), np.array(targets)
+    augmented = np.vstack([x, math.sqrt(2.5) * np.eye(5)[1:]])           # the intercept unpenalised
+    w, *_ = np.linalg.lstsq(augmented, np.vstack([y, np.zeros((4, 3))]), rcond=None)
+    assert fitted.weights[0] == pytest.approx(w, rel=1e-6, abs=1e-9)
+    resid = y - x @ w
+    assert fitted.ar_sd[:, 0] == pytest.approx(np.sqrt((resid ** 2).sum(0) / (len(x) - 5)), rel=1e-6)
+    yc = z[300:312][None, :, None]
+    mean, _ = fitted.predict(yc)["ridge-ar"]
+    assert mean[0, :, 0] == pytest.approx(np.r_[1.0, z[308:312]] @ w, rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- points
+def dense_matern(x1, x2, ls, s2):
+    out = np.empty((len(x1), len(x2)))
+    for i in range(len(x1)):
+        for j in range(len(x2)):
+            r = math.sqrt((((x1[i] - x2[j]) / ls) ** 2).sum())
+            out[i, j] = s2 * (1 + math.sqrt(5) * r + 5 * r * r / 3) * math.exp(-math.sqrt(5) * r)
+    return out
+
+
+def test_gp_predictive_matches_a_dense_posterior_at_the_fitted_hyperparameters():
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-2, 2, (30, 2))
+    y = np.sin(2 * x[:, 0]) + 0.5 * x[:, 1] + 0.1 * rng.normal(size=30)
+    xq = rng.uniform(-2, 2, (7, 2))
+    ls, s2, n2 = pb.fit_gp(x, y)
+    mean, sd = pb.gp_predict(x, y, xq, ls, s2, n2)
+    k = dense_matern(x, x, ls, s2) + (n2 + pb.GP_JITTER) * np.eye(30)
+    ones = np.ones(30)
+    m = ones @ np.linalg.solve(k, y) / (ones @ np.linalg.solve(k, ones))  # GLS constant mean
+    kq = dense_matern(xq, x, ls, s2)
+    assert mean == pytest.approx(m + kq @ np.linalg.solve(k, y - m), rel=1e-6, abs=1e-9)
+    var = s2 + n2 - np.einsum("ij,ji->i", kq, np.linalg.solve(k, kq.T))
+    assert sd == pytest.approx(np.sqrt(var), rel=1e-6)
+    batch_mean, batch_sd = pb.gp_baseline(x[None], y[None, :, None], xq[None])
+    assert batch_mean[0, :, 0] == pytest.approx(mean) and batch_sd[0, :, 0] == pytest.approx(sd)
+
+
+def test_gp_gradient_and_recovered_hyperparameters():
+    from scipy.optimize import check_grad
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-3, 3, (300, 1))
+    k = pb.matern52(x, x, np.array([0.5]), 1.5) + 0.05 * np.eye(300)
+    y = 0.7 + np.linalg.cholesky(k) @ rng.normal(size=300)
+    start = np.log([0.7, 1.0, 0.1])
+    assert check_grad(lambda p: pb.gp_objective(p, x, y)[0], lambda p: pb.gp_objective(p, x, y)[1],
+                      start) < 1e-3 * np.abs(pb.gp_objective(start, x, y)[1]).max()
+    ls, s2, n2 = pb.fit_gp(x, y)
+    assert 0.5 / 1.5 < ls[0] < 0.5 * 1.5   # lengthscale within a factor 1.5
+    assert 0.05 / 1.25 < n2 < 0.05 * 1.25  # noise variance within 25%
+    assert 1.5 / 3 < s2 < 1.5 * 3          # signal variance (weakly identified) within a factor 3
+
+
+def test_idw_matches_a_double_loop():
+    rng = np.random.default_rng(3)
+    xc, xt = rng.uniform(size=(2, 6, 2)), rng.uniform(size=(2, 4, 2))
+    yc = rng.normal(size=(2, 6, 1))
+    yc[1, 2, 0] = np.nan
+    xt[0, 1] = xc[0, 3]  # a target at a context point takes its value
+    mean, sd = pb.idw_baseline(xc, yc, xt)
+
+    def idw(xs, ys, q):
+        d = np.sqrt(((xs - q) ** 2).sum(-1))
+        if (d == 0).any():
+            return ys[d == 0].mean()
+        return (ys / d ** 2).sum() / (1 / d ** 2).sum()
+
+    for b in range(2):
+        seen = ~np.isnan(yc[b, :, 0])
+        xs, ys = xc[b, seen], yc[b, seen, 0]
+        assert mean[b, :, 0] == pytest.approx([idw(xs, ys, q) for q in xt[b]])
+        loo = [idw(np.delete(xs, i, 0), np.delete(ys, i), xs[i]) for i in range(len(ys))]
+        assert sd[b, :, 0] == pytest.approx(np.sqrt(np.mean((np.array(loo) - ys) ** 2)))
+    assert mean[0, 1, 0] == yc[0, 3, 0]
+
+
+def test_point_inputs_count_a_repeated_column_once():
+    batch = {"xc": np.arange(12.0).reshape(1, 4, 3), "sc": np.arange(12.0).reshape(1, 4, 3)[..., :2],
+             "tc": np.ones((1, 4, 1))}
+    assert pb.point_inputs(batch, "c").shape == (1, 4, 4)
+
+
+# ----------------------------------------------------------------------------- verdict
+def ar2_task():
+    from taylorformer.tasks import from_arrays
+
+    rng = np.random.default_rng(4)
+    z = np.zeros(1500)
+    for t in range(2, 1500):
+        z[t] = 1.5 * z[t - 1] - 0.75 * z[t - 2] + rng.normal()
+    return from_arrays(y=10.0 + 2.0 * z, context_length=24, horizon=4, eval_stride=2)
+
+
+def test_verdict_names_ridge_ar_on_an_ar2_series():
+    """The model predicts the training distribution (standard normal in standardised
+    units) at every lead; on an AR(2) series the ridge AR must beat it, and the verdict
+    says so."""
+    import tensorflow_probability as tfp
+
+    from taylorformer.normaliser import Normaliser
+
+    task = ar2_task()
+    comparison = pb.Comparison(task, Normaliser.from_task(task, task.dim_x, task.dim_y))
+    for batch in task.dataset("test", batch_size=32):
+        comparison.add(batch, tfp.distributions.Normal(np.zeros(batch["yt"].shape, np.float32), 1.0))
+    out = comparison.result()
+    assert set(out["baselines"]) == {"persistence", "ridge-ar"}
+    ar = out["paired"]["ridge-ar"]["crps"]
+    assert ar["mean"] > 4 * ar["stderr"] > 0 and "batch means" in ar["stderr_method"]
+    assert out["verdict"].startswith("ridge-ar beats the model on CRPS by")
+    assert out["baselines"]["ridge-ar"]["crps"]["mean"] < out["baselines"]["persistence"]["crps"]["mean"]
+    assert out["baselines"]["ridge-ar"]["coverage95"] == pytest.approx(0.95, abs=0.03)
+
+
+def test_verdict_sentences():
+    gap = {"a": {"mean": -0.5, "stderr": 0.1}, "b": {"mean": 0.05, "stderr": 0.1}}
+    assert pb.verdict(1.0, {"a": 1.5, "b": 0.95}, gap, "degC").startswith(
+        "The model and b (the best baseline) tie on CRPS: they differ by 0.05 +- 0.1 degC")
+    gap["b"] = {"mean": -0.4, "stderr": 0.1}
+    assert pb.verdict(1.0, {"a": 1.5, "b": 1.4}, gap).startswith(
+        "The model beats the best baseline, b, on CRPS by 0.4 +- 0.1 (")

@@ -62,6 +62,23 @@ def check_size(owner, key, value, minimum=1, optional=False, error=SpecError):
     return check_int(owner, key, value, minimum, SIZE_BOUNDS[key.split("[", 1)[0]], optional, error)
 
 
+def check_size_bounds(owner, entry, field=""):
+    """Refuse (SpecError naming the option's place, e.g. ``encoder.layers``) an integer
+    size option of :data:`SIZE_BOUNDS` outside ``[0, bound]`` at any depth of the dicts and
+    lists ``entry`` (a resolved spec): the bounds loading applies where each option enters,
+    checked without building anything (``taylorformer info``). Other values are left to
+    the component that reads them."""
+    items = entry.items() if isinstance(entry, dict) else enumerate(entry) if isinstance(entry, list) else ()
+    for key, value in items:
+        place = f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}" if field else str(key)
+        bound = SIZE_BOUNDS.get(key) if isinstance(key, str) else None
+        if bound is not None:
+            for i, size in enumerate(value) if isinstance(value, list) else [(None, value)]:
+                if is_int(size) and not 0 <= size <= bound:
+                    fail(owner, place if i is None else f"{place}[{i}]", size, f"an int in [0, {bound}]")
+        check_size_bounds(owner, value, place)
+
+
 def check_number(owner, key, value, low=None, high=None, low_open=False, high_open=False,
                  optional=False, error=SpecError):
     """``value`` as a float when it is a finite real number in the range (``low``/``high``:

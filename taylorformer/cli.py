@@ -54,11 +54,15 @@ _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def printable(text):
+    """``text`` without terminal escape codes or control characters other than tab and
+    newline: what a file says never recolours or rewrites the user's terminal."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", str(text)))
+
+
 def one_line(text):
-    """``text`` with its lines joined by spaces, without terminal escape codes or other
-    control characters (an error line never recolours or rewrites the user's terminal)."""
-    text = _CONTROLS.sub("", _ESCAPES.sub("", str(text)))
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+    """:func:`printable` ``text`` with its lines joined by spaces."""
+    return " ".join(line.strip() for line in printable(text).splitlines() if line.strip())
 
 
 def error_message(exc):
@@ -364,10 +368,10 @@ def _cmd_info(args):
     from taylorformer import model_card
 
     info = model_card.run_info(args.target)
-    if args.json:
+    if args.json:  # JSON escapes every control character
         _print_json(info)
     else:
-        print(model_card.format_info(info))
+        print(printable(model_card.format_info(info)))
     return 0
 
 

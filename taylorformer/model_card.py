@@ -20,6 +20,7 @@ model file (the zip rewritten beside it, then renamed over it; the weights are c
 byte for byte).
 """
 import datetime
+import errno
 import hashlib
 import json
 import os
@@ -30,12 +31,20 @@ import zipfile
 from taylorformer.errors import ModelFileError, SpecError
 from taylorformer.files import atomic_path
 from taylorformer.normaliser import Normaliser, jsonable, task_info_of
+from taylorformer.spec import check_saved_spec
 
 FORMAT = 1
 #: data files up to this size get a SHA-256 in the card (larger ones are named only)
 MAX_CHECKSUM_BYTES = 2 * 2**30
 #: the largest ``config.json`` read from a model file (a spec, normaliser and card are KBs)
 MAX_CONFIG_BYTES = 64 * 2**20
+#: the deepest nesting of a JSON file read from a model file (a spec, normaliser and card
+#: nest a few levels; a deeper one is refused before anything walks it)
+MAX_JSON_DEPTH = 64
+#: the entries of a card that are JSON objects (or null), by their place in it (``*``: each
+#: value of the object above)
+CARD_OBJECTS = ("data", "data.split_sizes", "training", "metrics", "evaluation", "evaluation.data_units",
+                "evaluation.data_units.outputs", "evaluation.data_units.outputs.*", "versions")
 #: distributions whose versions the card records
 PACKAGES = ("taylorformer", "tensorflow", "keras", "tensorflow-probability")
 #: the model files of a run directory, in the order ``info`` looks for them
@@ -112,18 +121,49 @@ def build_card(task, training=None):
 
 
 # ----------------------------------------------------------------------------- reading
+def _json_depth(value):
+    """How deeply the JSON value ``value`` nests (a scalar 0, ``[]`` 1), level by level."""
+    depth, level = 0, [value]
+    while any(isinstance(v, (dict, list)) for v in level):
+        depth += 1
+        level = [c for v in level if isinstance(v, (dict, list)) for c in (v.values() if isinstance(v, dict) else v)]
+    return depth
+
+
+def _archive_json(archive, name, path):
+    """The JSON value of the entry ``name`` of ``archive`` (the open model file ``path``):
+    ModelFileError naming the file where it is over :data:`MAX_CONFIG_BYTES` or nests
+    deeper than :data:`MAX_JSON_DEPTH`; KeyError where there is no such entry."""
+    entry = archive.getinfo(name)
+    if entry.file_size > MAX_CONFIG_BYTES:
+        raise ModelFileError(f"model file {path} is corrupt: its {name} is {entry.file_size} bytes "
+                             f"(at most {MAX_CONFIG_BYTES})")
+    try:
+        value = json.loads(archive.read(entry).decode("utf-8"))
+        too_deep = _json_depth(value) > MAX_JSON_DEPTH
+    except RecursionError:  # the parser's own limit, far deeper than MAX_JSON_DEPTH
+        too_deep = True
+    if too_deep:
+        raise ModelFileError(f"model file {path} is corrupt: its {name} nests deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
 def _zip_config(path):
     """The ``config.json`` dict of the ``.keras`` file ``path``; ModelFileError naming it."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        raise ModelFileError(f"model file {path} does not exist" + (" (a link to a missing file)"
+                                                                     if os.path.islink(path) else "")) from None
+    except OSError as exc:
+        raise ModelFileError(f"model file {path} cannot be read: " + (
+            "a symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc))) from None
     if not os.path.isfile(path):
-        raise ModelFileError(f"model file {path} does not exist" if not os.path.exists(path)
-                             else f"{path} is not a model file (a directory)")
+        raise ModelFileError(f"{path} is not a model file ("
+                             + ("a directory" if os.path.isdir(path) else "not a regular file") + ")")
     try:
         with zipfile.ZipFile(path) as archive:
-            entry = archive.getinfo("config.json")
-            if entry.file_size > MAX_CONFIG_BYTES:
-                raise ModelFileError(f"model file {path} is corrupt: its config.json is "
-                                     f"{entry.file_size} bytes (at most {MAX_CONFIG_BYTES})")
-            config = json.loads(archive.read(entry).decode("utf-8"))
+            config = _archive_json(archive, "config.json", path)
     except KeyError:
         raise ModelFileError(f"model file {path} is corrupt: no config.json in the archive "
                              "(not a .keras file)") from None
@@ -146,6 +186,10 @@ def read_model_file(path):
     if not isinstance(spec, dict):
         raise ModelFileError(f"model file {path} holds no taylorformer model spec (class "
                              f"{config.get('class_name')!r})")
+    try:
+        check_saved_spec(spec, f"model file {path}: spec")
+    except SpecError as exc:
+        raise ModelFileError(str(exc)) from None
     normaliser = None
     if inner.get("normaliser") is not None:
         try:
@@ -155,10 +199,19 @@ def read_model_file(path):
     card = inner.get("model_card")
     if card is not None and not isinstance(card, dict):
         raise ModelFileError(f"model file {path} is corrupt: its model_card is a {type(card).__name__}")
+    for place in CARD_OBJECTS if card is not None else ():
+        values = [card]
+        for key in place.split("."):
+            values = [c for v in values if isinstance(v, dict)
+                      for c in (v.values() if key == "*" else [v.get(key)])]
+        wrong = next((v for v in values if not (v is None or isinstance(v, dict))), None)
+        if wrong is not None:
+            raise ModelFileError(f"model file {path} is corrupt: its model_card's {place} is a "
+                                 f"{type(wrong).__name__}, not an object")
     saved = None
-    try:
+    try:  # Keras' metadata.json: only its date_saved is shown (none where it is unreadable)
         with zipfile.ZipFile(path) as archive:
-            saved = json.loads(archive.read("metadata.json").decode("utf-8")).get("date_saved")
+            saved = _archive_json(archive, "metadata.json", path).get("date_saved")
     except (KeyError, ValueError, AttributeError, zipfile.BadZipFile, OSError, UnicodeDecodeError):
         pass
     return {"path": path, "class_name": config.get("class_name"), "saved": saved, "spec": spec,

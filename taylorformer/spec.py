@@ -36,7 +36,7 @@ import re
 import warnings
 
 from taylorformer import components, registry
-from taylorformer.checks import check_choice, check_size, check_widths
+from taylorformer.checks import check_choice, check_size, check_size_bounds, check_widths
 from taylorformer.errors import SpecError, UnknownComponentError, close_matches
 from taylorformer.hookspecs import KINDS
 
@@ -232,6 +232,20 @@ def check_standardise_options(mode, min_scale, owner="spec", saved=False):
         raise SpecError(f"{owner}: standardise_min_scale {min_scale!r} has no effect with standardise 'global' "
                         "(only a window's own std is floored): set standardise 'window' or leave "
                         "standardise_min_scale out")
+
+
+def check_saved_spec(spec, owner):
+    """SpecError (naming ``owner``) where a resolved spec (a model file's) fails a check
+    that loading applies and that needs no component: kind, dims, the standardise options
+    and every size option (:func:`taylorformer.checks.check_size_bounds`), so that
+    ``taylorformer info`` never shows a spec that loading refuses."""
+    spec = current_keys(spec, owner)
+    check_choice(owner, "kind", spec.get("kind", DEFAULTS["kind"]), MODEL_KINDS)
+    for key in ("dim_x", "dim_y"):
+        check_size(owner, key, spec.get(key, DEFAULTS[key]))
+    check_standardise_options(spec.get("standardise") or "global",
+                              spec.get("standardise_min_scale", DEFAULT_MIN_SCALE), owner, saved=True)
+    check_size_bounds(owner, spec)
 
 
 # ---------------------------------------------------------------- option value checks

@@ -41,7 +41,8 @@ context nor scored; a series' missing context value is carried forward (the trai
 mean, 0, before the first).
 
 Work is bounded: a GP sees at most :data:`MAX_GP_CONTEXT` context points per task and
-output (the first observed ones; tasks draw their context at random), the ridge fit at
+output (the last observed ones: the latest where a context is in time order, as a
+station task's), the ridge fit at
 most :data:`MAX_FIT_WINDOWS` training windows (evenly spaced), and :func:`task_limit` caps
 the tasks a comparison with a GP covers.
 """
@@ -340,14 +341,14 @@ def point_inputs(batch, side):
 
 def gp_baseline(xc, yc, xt, max_context=MAX_GP_CONTEXT):
     """``(mean, sd)`` ``[B, Nt, Dy]`` of ``gp``: per task and output a GP fitted
-    (:func:`fit_gp`) to the first ``max_context`` observed context values of ``yc [B, Nc,
+    (:func:`fit_gp`) to the last ``max_context`` observed context values of ``yc [B, Nc,
     Dy]`` (NaN: not observed) at ``xc [B, Nc, D]``, predicting at ``xt [B, Nt, D]``. With
     fewer than 3 observed values: their mean (0 with none) and sd 1."""
     b, nt, dy = xt.shape[0], xt.shape[1], yc.shape[-1]
     mean, sd = np.zeros((b, nt, dy)), np.ones((b, nt, dy))
     for i in range(b):
         for j in range(dy):
-            seen = np.flatnonzero(~np.isnan(yc[i, :, j]))[:max_context]
+            seen = np.flatnonzero(~np.isnan(yc[i, :, j]))[-max_context:]
             if seen.size < 3:
                 mean[i, :, j] = yc[i, seen, j].mean() if seen.size else 0.0
                 continue
@@ -411,9 +412,12 @@ class Comparison:
     (model minus baseline, task by task, error bars by :func:`summarise` with the task's
     :func:`overlap_block`) and the verdict. The baselines see the first ``max_tasks``
     tasks with an observed target (None: all); the model's scores cover every task.
+    ``teacher_forced``: the model's predictive of a target is given the true earlier
+    targets (an autoregressive model's), which the baselines' forecasts are not (a note
+    says so).
     """
 
-    def __init__(self, task, normaliser=None, max_tasks="auto", season=None):
+    def __init__(self, task, normaliser=None, max_tasks="auto", season=None, teacher_forced=False):
         self.series = SeriesBaselines(task, season=season) if is_series(task) else None
         self.names = self.series.names if self.series is not None else ["gp", "idw"]
         self.block = overlap_block(task)
@@ -421,6 +425,7 @@ class Comparison:
         self.normaliser = normaliser
         self.records = {name: [] for name in ["model"] + self.names}
         self.discrete = None
+        self.teacher_forced = teacher_forced
 
     def add(self, batch, dist):
         """Score the model's ``dist`` and every baseline on ``batch`` (a task's batch; its
@@ -517,8 +522,9 @@ class Comparison:
 
     def result(self):
         """``{"baselines": {name: scores}, "paired": {name: gaps}, "verdict": text,
-        "baseline_tasks": n}`` (:meth:`scores`, :meth:`paired`, :func:`verdict`); without
-        baselines (discrete outputs), ``baselines`` is empty and the verdict says why."""
+        "baseline_tasks": n, "baselines_note": text}`` (:meth:`scores`, :meth:`paired`,
+        :func:`verdict`); without baselines (discrete outputs), ``baselines`` is empty and
+        the verdict says why."""
         if self.discrete is not None or not self.records["model"]:
             why = (f"the model's outputs are discrete ({self.discrete})" if self.discrete
                    else "no batch was scored")
@@ -527,7 +533,12 @@ class Comparison:
         paired = {name: self.paired(name) for name in self.names}
         model_crps = self._joined("model")[0]
         n = baselines[self.names[0]]["crps"]["n"]
-        return {"baselines": baselines, "paired": paired, "baseline_tasks": n,
+        units = "the model's units (no normaliser)" if self.normaliser is None else "the data's units"
+        note = (f"baselines in {units}, on the first {n} evaluation task(s) with an observed target; "
+                "paired: the model's per-task score minus the baseline's (negative: the model is better)"
+                + ("; the model's predictive is teacher-forced (each target given the true earlier "
+                   "targets), the baselines forecast from the context alone" if self.teacher_forced else ""))
+        return {"baselines": baselines, "paired": paired, "baseline_tasks": n, "baselines_note": note,
                 "verdict": verdict(float(model_crps[:n].mean()),
                                    {k: v["crps"]["mean"] for k, v in baselines.items()},
                                    {k: v["crps"] for k, v in paired.items()}, self.unit(), n)}

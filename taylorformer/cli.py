@@ -212,6 +212,8 @@ def _cmd_train(args):
         print(f"log-likelihood {result['loglik']['mean']:.3f} +- {1.96 * result['loglik']['stderr']:.3f}; "
               f"exact GP ceiling {result['gt_loglik']['mean']:.3f}; "
               f"gap {result['gap_to_gt']['mean']:.3f}")
+    if "verdict" in result:
+        print(f"verdict: {result['verdict']}")
     print(f"plot: {runs.plot_run(trainer.out_dir)}")
     return 0
 
@@ -224,7 +226,7 @@ def _cmd_evaluate(args):
                                num_batches=args.batches, split=args.split,
                                checkpoint=args.checkpoint, batch_size=args.batch_size,
                                num_samples=args.samples, consistency=args.consistency,
-                               memory_budget=args.memory_budget)
+                               memory_budget=args.memory_budget, baselines=not args.no_baselines)
     if args.calibration or args.recalibrate:
         result["calibration"] = runs.calibrate_run(
             args.run_dir, task=args.task, task_config=_json_arg(args.task_config, "--task-config"),
@@ -233,6 +235,8 @@ def _cmd_evaluate(args):
             teacher_forced=args.teacher_forced, recalibrate=args.recalibrate,
             plot=args.calibration_plot or f"{args.run_dir.rstrip('/')}/calibration-{args.split}.png")
     _print_json(result)
+    if "verdict" in result:  # stdout stays one JSON document
+        print(f"verdict: {result['verdict']}", file=sys.stderr)
     return 0
 
 
@@ -596,6 +600,9 @@ def build_parser():
                            help="autoregressive models: multi-step sampled forecast metrics")
             p.add_argument("--consistency", type=non_negative_int, default=0, metavar="K",
                            help="autoregressive models: std of the log-lik over K target orders")
+            p.add_argument("--no-baselines", action="store_true",
+                           help="leave out the baselines beside the model (persistence, seasonal naive, "
+                                "ridge AR; a GP and inverse-distance weighting) and the verdict")
             p.add_argument("--calibration", action="store_true",
                            help="add calibration: PIT histogram, coverage of central intervals, CRPS, "
                                 "sharpness (and a plot; docs/calibration.md)")

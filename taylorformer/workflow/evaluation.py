@@ -18,6 +18,7 @@ from taylorformer.checks import check_int, check_memory
 from taylorformer.errors import SpecError, TaskError
 from taylorformer.models.inference import loglik, masked_point_mean, observed_log_prob
 from taylorformer.models.target_order import permute_targets
+from taylorformer.workflow.predictive_baselines import Comparison
 
 
 def check_evaluate_options(batch_size, num_batches, num_samples, consistency, model=None):
@@ -65,7 +66,8 @@ def batch_metrics(model, batch, log_scale=None):
     per-output errors ``mean - y`` at the real targets (NaN where not observed). With
     ``log_scale [Dy]`` (a normaliser's ``log(y_scale)``), ``log_jacobian [B]``: the mean
     over real targets of the summed ``log_scale`` of the observed outputs, what a log
-    density in data units loses against the model's (change of variables)."""
+    density in data units loses against the model's (change of variables). ``dist``: the
+    model's predictive distribution of the batch."""
     batch = with_masks(batch)
     dist = model.distribution(batch)
     yt = tf.cast(batch["yt"], tf.float32)
@@ -80,6 +82,7 @@ def batch_metrics(model, batch, log_scale=None):
         "sq_err": _observed_mean(err ** 2, observed)[mask],
         "inside95": inside.all(-1)[mask],
         "errors": np.where(observed, err, np.nan)[mask],
+        "dist": dist,
     }
     if log_scale is not None:
         per_point = (observed * np.asarray(log_scale, np.float64)).sum(-1)  # [B, Nt]
@@ -152,7 +155,7 @@ def _mean_stderr(values):
 
 
 def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_samples=0,
-             consistency=0, seed=0, memory_budget=None, progress=None):
+             consistency=0, seed=0, memory_budget=None, progress=None, baselines=True):
     """Metrics over a fixed evaluation split of ``task``.
 
     Returns ``{"loglik": {mean, stderr, n}, "rmse", "mse", "coverage95", "num_tasks",
@@ -169,6 +172,12 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     <taylorformer.models.AutoregressiveNP.sample>`), window ``k`` of the split from its own
     random stream, so they do not depend on ``batch_size``; ``progress`` (default: stdout
     is a terminal) shows a bar over the batches while sampling.
+
+    ``baselines`` (default on) scores the task's predictive baselines on the same tasks
+    (:class:`taylorformer.workflow.predictive_baselines.Comparison`): it adds ``baselines``,
+    ``paired`` (the model minus each, with error bars), ``verdict``, ``baseline_tasks`` and
+    ``baselines_note``, and the model's ``crps`` to ``data_units`` (to the top level where
+    the metrics are already in the data's units).
     """
     check_evaluate_options(batch_size, num_batches, num_samples, consistency, model)
     autoregressive = getattr(model, "causal", False)
@@ -183,8 +192,11 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     bar = (keras.utils.Progbar(num_batches, unit_name="batch")
            if sampling and (sys.stdout.isatty() if progress is None else progress) else None)
     windows_seen = 0
+    comparison = Comparison(task, normaliser, teacher_forced=autoregressive) if baselines else None
     for i, batch in enumerate(task.dataset(split, batch_size=batch_size, num_batches=num_batches)):
         m = batch_metrics(model, batch, log_scale)
+        if comparison is not None:
+            comparison.add(batch, m["dist"])
         lls.append(m["loglik"][m["observed"]])  # tasks with nothing observed to score drop out
         errors.append(m["errors"])
         if log_scale is not None:
@@ -250,4 +262,12 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
                           "coverage95": float(joined["inside95"].mean())}
     if stds:
         out["consistency"] = {"k": consistency, **summarize_consistency(np.concatenate(stds))}
+    if comparison is not None:
+        out.update(comparison.result())
+        if out["baselines"]:
+            model_scores = comparison.scores("model")
+            units = out.get("data_units", out)
+            units["crps"] = model_scores["crps"]
+            for name, values in units.get("outputs", {}).items():
+                values["crps"] = model_scores["outputs"][name]["crps"]
     return out

@@ -117,8 +117,10 @@ def _task_label(task, config):
 
 
 def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="test",
-                 checkpoint="best", batch_size=None, num_samples=0, consistency=0, memory_budget=None):
-    """Evaluation JSON dict of a run (see :func:`taylorformer.workflow.evaluation.evaluate`)."""
+                 checkpoint="best", batch_size=None, num_samples=0, consistency=0, memory_budget=None,
+                 baselines=True):
+    """Evaluation JSON dict of a run (see :func:`taylorformer.workflow.evaluation.evaluate`;
+    ``baselines``: the predictive baselines and the verdict beside the model)."""
     check_evaluate_options(1 if batch_size is None else batch_size, num_batches, num_samples,
                            consistency)
     if memory_budget is not None:
@@ -126,7 +128,8 @@ def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
     batch_size = config["train"]["batch_size"] if batch_size is None else batch_size
     result = evaluate(model, task_obj, split=split, batch_size=batch_size, num_batches=num_batches,
-                      num_samples=num_samples, consistency=consistency, memory_budget=memory_budget)
+                      num_samples=num_samples, consistency=consistency, memory_budget=memory_budget,
+                      baselines=baselines)
     return {"run_dir": run_dir, "task": _task_label(task, config), **result}
 
 

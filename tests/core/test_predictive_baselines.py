@@ -212,3 +212,74 @@ def test_verdict_sentences():
     gap["b"] = {"mean": -0.4, "stderr": 0.1}
     assert pb.verdict(1.0, {"a": 1.5, "b": 1.4}, gap).startswith(
         "The model beats the best baseline, b, on CRPS by 0.4 +- 0.1 (")
+
+
+# ----------------------------------------------------------------------------- end to end
+TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
+        "head": {"width": 16}}
+TRAIN = ["--steps", "4", "--batch-size", "8", "--val-every", "2", "--val-batches", "1", "--eval-batches", "2"]
+BASELINE_KEYS = {"crps", "nll", "mae", "rmse", "coverage95", "outputs"}
+
+
+def check_evaluation(result, names):
+    assert set(result["baselines"]) == names and set(result["paired"]) == names
+    for name in names:
+        assert BASELINE_KEYS <= set(result["baselines"][name])
+        assert {"mean", "stderr", "stderr_method"} <= set(result["paired"][name]["crps"])
+    assert result["verdict"].endswith(").") and "CRPS" in result["verdict"]
+
+
+def test_evaluate_series_run_prints_and_stores_baselines(tmp_path, capsys):
+    """A forecasting run on a CSV file: ``train`` evaluates it beside persistence, seasonal
+    naive (hourly dates: a season of 24 rows) and ridge AR and stores the verdict in the
+    model card; ``evaluate`` prints the JSON and one verdict line; ``--no-baselines`` drops them."""
+    import json
+
+    import pandas as pd
+
+    from taylorformer import cli
+    from taylorformer.model_card import read_model_file
+
+    rng = np.random.default_rng(5)
+    t = np.arange(600)
+    y = 20 + 3 * np.sin(2 * np.pi * t / 24) + rng.normal(size=600)
+    data = tmp_path / "load.csv"
+    pd.DataFrame({"date": pd.date_range("2022-01-01", periods=600, freq="h").astype(str), "load": y}).to_csv(
+        data, index=False)
+    spec, run = tmp_path / "tiny.json", tmp_path / "run"
+    spec.write_text(json.dumps(TINY))
+    config = {"path": str(data), "target_columns": "load", "date_column": "date", "context_length": 48,
+              "horizon": 6, "eval_stride": 3}
+    assert cli.main(["train", "--model", str(spec), "--task", "csv", "--task-config", json.dumps(config),
+                     *TRAIN, "--out", str(run)]) == 0
+    printed = capsys.readouterr().out
+    assert sum(line.startswith("verdict: ") for line in printed.splitlines()) == 1
+    card = read_model_file(run / "best.keras")["card"]
+    assert card["evaluation"]["verdict"] in printed
+    assert cli.main(["evaluate", str(run), "--batches", "3", "--batch-size", "8"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    check_evaluation(result, {"persistence", "seasonal-naive", "ridge-ar"})
+    assert "crps" in result["data_units"] and "crps" in result["data_units"]["outputs"]["load"]
+    assert [line for line in err.splitlines() if line.startswith("verdict: ")] == [f"verdict: {result['verdict']}"]
+    assert cli.main(["evaluate", str(run), "--batches", "1", "--no-baselines"]) == 0
+    out, err = capsys.readouterr()
+    assert "baselines" not in json.loads(out) and "verdict" not in err
+
+
+def test_evaluate_run_of_points_has_gp_and_idw(tmp_path):
+    """Sets of points (``from_arrays``): ``evaluate_run`` scores the GP fitted per task and
+    inverse-distance weighting beside the model, in the data's units."""
+    import taylorformer as tfm
+    from taylorformer.tasks import from_arrays
+
+    rng = np.random.default_rng(6)
+    x = rng.uniform(-2, 2, (400, 2))
+    y = 5.0 + 2.0 * np.sin(x[:, 0]) * np.cos(x[:, 1]) + 0.1 * rng.normal(size=400)
+    groups = np.repeat(np.arange(20), 20)
+    task = from_arrays(x, y, groups=groups, num_context=(5, 12), num_target=6, split=(0.6, 0.2, 0.2))
+    tfm.train(TINY, task, out_dir=str(tmp_path / "run"), steps=3, batch_size=4, val_every=3, val_batches=1,
+              verbose=0)
+    result = tfm.evaluate_run(str(tmp_path / "run"), task=task, num_batches=2, batch_size=4)
+    check_evaluation(result, {"gp", "idw"})
+    assert result["baseline_tasks"] == 8 and result["paired"]["gp"]["crps"]["stderr_method"] == "iid"

@@ -304,6 +304,8 @@ def format_info(info):
                 lines.append(f"  in the data's units: {_metrics_text({'loglik': data_units.get('loglik')})}")
             for name, values in data_units.get("outputs", {}).items():
                 lines.append(f"  {name}: {_metrics_text(values)}")
+            if isinstance(evaluation.get("verdict"), str):
+                lines.append(f"  verdict: {evaluation['verdict']}")
         versions_ = card.get("versions") or {}
         lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions_.items()))
         lines.append(f"created {card.get('created')}" + (f", commit {card['commit']}" if card.get("commit") else ""))

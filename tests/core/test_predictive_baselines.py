@@ -256,6 +256,8 @@ def test_evaluate_series_run_prints_and_stores_baselines(tmp_path, capsys):
     assert sum(line.startswith("verdict: ") for line in printed.splitlines()) == 1
     card = read_model_file(run / "best.keras")["card"]
     assert card["evaluation"]["verdict"] in printed
+    assert cli.main(["info", str(run)]) == 0
+    assert f"  verdict: {card['evaluation']['verdict']}" in capsys.readouterr().out.splitlines()
     assert cli.main(["evaluate", str(run), "--batches", "3", "--batch-size", "8"]) == 0
     out, err = capsys.readouterr()
     result = json.loads(out)

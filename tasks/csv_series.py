@@ -50,6 +50,7 @@ model's forecasts into a DataFrame indexed by target date in the data's units, a
 :meth:`CSVSeriesTask.plot` draws them against dates
 (:func:`taylorformer.plotting.forecasts.plot_forecast`).
 """
+import datetime
 import functools
 import math
 import os
@@ -166,12 +167,50 @@ def maps_back(mean, std):
         return np.isfinite(float(np.finfo(np.float32).max) * np.asarray(std, np.float64) + np.abs(mean))
 
 
+def check_not_boolean(values, what):
+    """``values`` (an array, a pandas Series, an xarray DataArray) unless they hold booleans
+    (a bool dtype, or True/False among other objects): a :class:`TaskError` naming
+    ``what`` (the column or variable and its file or object). Every reader's targets pass
+    through it: taking True/False as 0/1 is the user's explicit choice."""
+    kind = getattr(getattr(values, "dtype", None), "kind", None)
+    if kind == "b" or (kind == "O" and any(isinstance(v, (bool, np.bool_)) for v in np.asarray(values).ravel())):
+        raise TaskError(f"{what} holds booleans (True/False), not real numbers; convert them explicitly "
+                        "first (e.g. astype(float) for 0/1, with a 'bernoulli' likelihood for a yes/no outcome)")
+    return values
+
+
+def check_one_zone_kind(series, where, strings=False):
+    """TaskError naming ``where`` when the dates ``series`` (objects) mix ones without a
+    time zone and ones with a zone or UTC offset: nothing says which zone the naive ones
+    are in. Datetime objects are checked; date strings too with ``strings`` (each parsed
+    alone: only where the dates as a whole had several zones)."""
+    import pandas as pd
+
+    def zoned(value):
+        if strings and isinstance(value, str):
+            try:
+                value = pd.Timestamp(value)
+            except (ValueError, TypeError, OverflowError):
+                return None
+        if isinstance(value, datetime.datetime) and value is not pd.NaT:
+            return value.tzinfo is not None
+        return None
+
+    kinds = {value: zoned(value) for value in pd.unique(series[series.notna()])}
+    naive = next((v for v, z in kinds.items() if z is False), None)
+    aware = next((v for v, z in kinds.items() if z), None)
+    if naive is not None and aware is not None:
+        raise TaskError(f"{where} mixes dates without a time zone (e.g. {str(naive)!r}) and dates with one "
+                        f"(e.g. {str(aware)!r}); say which zone the others are in: give every date a zone or "
+                        "UTC offset (e.g. tz_localize), or none")
+
+
 def parse_dates(values, where):
     """``pandas.Series`` of the dates ``values`` (strings, datetimes or datetime64; naive, or
     with a time zone/UTC offset). Offsets that differ (e.g. across a daylight-saving change)
-    are converted to UTC; an entry that does not parse like the others (garbage, or a date
-    without an offset among dates with one) is NaT, for the caller to report by row.
-    Numbers or durations are a :class:`TaskError` naming ``where``."""
+    are converted to UTC; an entry that does not parse like the others (garbage) is NaT,
+    for the caller to report by row. Numbers, durations or dates with and without a zone
+    (:func:`check_one_zone_kind`) are a :class:`TaskError` naming ``where``."""
     import pandas as pd
 
     series = pd.Series(values).reset_index(drop=True)
@@ -179,6 +218,7 @@ def parse_dates(values, where):
         return series
     if series.dtype.kind in "mcfiub":
         raise TaskError(f"{where} holds {series.dtype} values, not dates")
+    check_one_zone_kind(series, where)
 
     def parse(**options):  # the format inferred from the first date; else each date alone
         dates = pd.to_datetime(series, errors="coerce", **options)
@@ -191,7 +231,8 @@ def parse_dates(values, where):
         warnings.simplefilter("ignore")  # "could not infer format": each entry parsed alone
         try:
             return parse()
-        except (ValueError, TypeError):  # "Mixed timezones detected"
+        except (ValueError, TypeError):  # "Mixed timezones detected": several offsets, or some none
+            check_one_zone_kind(series, where, strings=True)
             try:
                 return parse(utc=True)
             except (ValueError, TypeError, OverflowError) as exc:
@@ -338,6 +379,8 @@ class CSVSeriesTask(Task):
 
         values = np.empty((len(df), len(columns)), np.float64)
         for j, col in enumerate(columns):
+            if role == "target":
+                check_not_boolean(df[col], f"target column {col!r} of {where}")
             kind = df[col].dtype.kind
             if kind in "mMc" or (kind == "O" and df[col].map(lambda v: isinstance(v, complex)).any()):
                 what = {"m": "durations (timedelta)", "M": "dates (datetime)"}.get(kind, "complex numbers")
@@ -419,8 +462,9 @@ class CSVSeriesTask(Task):
         self.features = np.concatenate([cov_scaled, calendar.astype(np.float32)], 1)
 
     def _dates(self, df, file_rows, where):
-        """datetime64 ``[n]`` of the kept rows (from ``date_column`` or a DataFrame's
-        DatetimeIndex), checked strictly increasing; None without dates. Dates with a UTC
+        """datetime64 ``[n]`` of the kept rows (from ``date_column``, or a DataFrame's
+        DatetimeIndex or index of datetimes in several zones), checked strictly increasing
+        (:func:`parse_dates`: one kind of zone); None without dates. Dates with a UTC
         offset or time zone are kept as UTC instants and their zone in :attr:`timezone`
         (calendar features use the local time; output dates carry the zone)."""
         import pandas as pd
@@ -431,6 +475,9 @@ class CSVSeriesTask(Task):
             dates = parse_dates(df[self.date_column].iloc[file_rows], f"{label} of {where}")
         elif isinstance(df.index, pd.DatetimeIndex):
             dates, label = pd.Series(df.index[file_rows]), "the DatetimeIndex"
+        elif len(df.index) and all(isinstance(v, datetime.datetime) for v in df.index):  # several zones
+            label = "the index"
+            dates = parse_dates(df.index[file_rows], f"{label} of {where}")
         else:
             return None
         bad = np.flatnonzero(dates.isna().to_numpy())

@@ -66,7 +66,8 @@ from taylorformer.coordinates import LAT_NAMES, LON_NAMES
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
 from taylorformer.task import MAX_COUNT, Task, check_choice, check_int, count_range, real_pair, scaled_range
-from taylorformer.tasks.csv_series import RESOLUTION, DataFileNotFoundError, check_split, maps_back, split_cuts
+from taylorformer.tasks.csv_series import (RESOLUTION, DataFileNotFoundError, check_not_boolean, check_split, maps_back,
+                                              split_cuts)
 from taylorformer.tasks.sphere import latlon_to_xyz, xyz_to_latlon
 
 OWNER = "gridded task"
@@ -226,10 +227,11 @@ class GriddedTask(Task):
     def _numeric(self, field):
         """``field`` if its values are real numbers; text, dates, durations, complex or
         boolean values are a TaskError naming the variable and the source."""
+        check_not_boolean(field, f"variable {field.name!r} of {self.where}")
         kind = field.dtype.kind
         if kind not in "fiu":
             what = {"U": "text", "S": "text", "O": "Python objects (e.g. text)", "M": "dates",
-                    "m": "durations", "c": "complex numbers", "b": "booleans"}.get(kind, f"dtype {field.dtype}")
+                    "m": "durations", "c": "complex numbers"}.get(kind, f"dtype {field.dtype}")
             raise TaskError(f"variable {field.name!r} of {self.where} holds {what} (dtype {field.dtype}), "
                             f"not real numbers: the gridded task models a numeric field")
         return field

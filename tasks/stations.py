@@ -82,7 +82,7 @@ from taylorformer.hookspecs import hookimpl
 from taylorformer.task import (MAX_COUNT, Task, check_choice, check_int, check_number, dataset_args,
                                scaled_range, window_starts_dataset)
 from taylorformer.tasks import datasets
-from taylorformer.tasks.csv_series import DataFileNotFoundError, listed_rows, parse_dates
+from taylorformer.tasks.csv_series import DataFileNotFoundError, check_not_boolean, listed_rows, parse_dates
 from taylorformer.tasks.sphere import latlon_to_xyz
 
 #: calendar features of a row's timestamp: the reference's year, month, day, hour and the
@@ -270,6 +270,8 @@ class StationsTask(Task):
                     hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
                     raise TaskError(f"data file {str(file)!r} has no column {col!r} (named by {key}){hint} "
                                     f"Columns: {list(df.columns)}")
+            for col in self.target_columns:
+                check_not_boolean(df[col], f"target column {col!r} of data file {str(file)!r}")
             frames.append(df.assign(file=str(file), file_row=np.arange(len(df))))
         return pd.concat(frames, ignore_index=True)
 

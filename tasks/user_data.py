@@ -22,8 +22,8 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError
 from taylorformer.task import MAX_COUNT, Task, check_bool, check_choice, check_int, count_range, scaled_range
-from taylorformer.tasks.csv_series import (RESOLUTION, SPLITS, CSVSeriesTask, check_split, column_stats,
-                                              maps_back, parse_dates, split_cuts)
+from taylorformer.tasks.csv_series import (RESOLUTION, SPLITS, CSVSeriesTask, check_not_boolean, check_split,
+                                              column_stats, maps_back, parse_dates, split_cuts)
 from taylorformer.tasks.gridded import GriddedTask
 
 
@@ -55,10 +55,13 @@ MISSING_POLICIES = ("mask", "drop", "error")
 DEFAULT_SET_COUNTS = ((3, 32), (1, 32))
 
 
-def _array(name, value, rows=None, missing=False):
+def _array(name, value, rows=None, missing=False, target=False):
     """``value`` as a float64 ``[N, D]`` array (``[N]`` -> ``[N, 1]``), finite or (``missing``)
     NaN where a value is missing; TaskError naming the array, its shape or the row and
-    column of its first refused entry (NaN/inf, or inf with ``missing``)."""
+    column of its first refused entry (NaN/inf, or inf with ``missing``), or booleans in a
+    ``target`` (:func:`~taylorformer.tasks.csv_series.check_not_boolean`)."""
+    if target:
+        check_not_boolean(value if hasattr(value, "dtype") else np.asarray(value, object), f"from_arrays: {name}")
     try:
         kind = np.dtype((value if hasattr(value, "dtype") else np.asarray(value)).dtype).kind
     except (TypeError, ValueError):  # ragged lists, pandas extension dtypes: left to the conversion
@@ -118,7 +121,7 @@ def from_arrays(x=None, y=None, groups=None, dates=None, names=None, **options):
         return ArraySetTask(x, y, groups=groups, **options)
     if groups is not None:
         raise TaskError("from_arrays: groups are for sets of points (with x), not a series")
-    values = _array("y", y, missing=options.get("missing") != "error")
+    values = _array("y", y, missing=options.get("missing") != "error", target=True)
     names = [f"y{j}" for j in range(values.shape[1])] if names is None else [str(n) for n in np.atleast_1d(names)]
     if len(names) != values.shape[1]:
         raise TaskError(f"from_arrays: names has {len(names)} entries for {values.shape[1]} columns of y")
@@ -173,7 +176,7 @@ class ArraySetTask(Task):
         owner = "arrays task"
         self.missing = check_choice(owner, "missing", missing, MISSING_POLICIES)
         self.x_raw = _array("x", x)
-        self.y_raw = _array("y", y, rows=len(self.x_raw), missing=self.missing != "error")
+        self.y_raw = _array("y", y, rows=len(self.x_raw), missing=self.missing != "error", target=True)
         if groups is not None and np.shape(groups) != (len(self.x_raw),):
             raise TaskError(f"from_arrays: groups must be [N] = [{len(self.x_raw)}] labels, got shape "
                             f"{np.shape(groups)}")

@@ -285,3 +285,34 @@ def test_evaluate_run_of_points_has_gp_and_idw(tmp_path):
     result = tfm.evaluate_run(str(tmp_path / "run"), task=task, num_batches=2, batch_size=4)
     check_evaluation(result, {"gp", "idw"})
     assert result["baseline_tasks"] == 8 and result["paired"]["gp"]["crps"]["stderr_method"] == "iid"
+
+
+SPATIAL = {"num_context": [8, 16], "num_target": 8}
+KINDS = {"gp": ({"num_target": 8}, {"gp", "idw"}), "gp-2d-bsa": (SPATIAL, {"gp", "idw"}),
+         "sphere-gp": (SPATIAL, {"gp", "idw"}), "sawtooth": ({"num_target": 8}, {"gp", "idw"}),
+         "generic-spatial": ({"num_context": [4, 8], "num_target": 8}, {"gp", "idw"}),
+         "image": ({"source": np.random.default_rng(0).integers(0, 256, (12, 8, 8), dtype=np.uint8),
+                    "num_context": [2, 8], "num_target": [1, 8]}, {"gp", "idw"}),
+         "stations": (None, {"gp", "idw"}), "gridded": (None, {"gp", "idw"}), "sir": ({**SPATIAL, "grid": 16}, set())}
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_evaluate_every_task_kind_has_baselines_and_a_verdict(name, station_configs, gridded_configs):
+    """Each task kind, with an untrained model: the baselines its outputs allow (none for
+    SIR's discrete states, which the verdict says) and a verdict."""
+    import taylorformer as tfm
+    from taylorformer.spec import resolve_spec
+    from taylorformer.task import make_task
+    from taylorformer.workflow.evaluation import evaluate
+
+    config, names = KINDS[name]
+    task = make_task(name, config or {**station_configs, **gridded_configs}[name])
+    spec = {**TINY, **({"likelihood": {"name": "categorical", "classes": 3}} if name == "sir" else {})}
+    model = tfm.build_model(resolve_spec(spec, task_defaults=getattr(task, "model_defaults", None),
+                                         dim_x=task.dim_x, dim_y=task.dim_y))
+    result = evaluate(model, task, batch_size=3, num_batches=1)
+    assert set(result["baselines"]) == names and isinstance(result["verdict"], str)
+    if names:
+        check_evaluation(result, names)
+    else:
+        assert result["verdict"] == "No baseline compared: the model's outputs are discrete (Categorical)."

@@ -18,7 +18,7 @@ from taylorformer.checks import check_int, check_memory
 from taylorformer.errors import SpecError, TaskError
 from taylorformer.models.inference import loglik, masked_point_mean, observed_log_prob
 from taylorformer.models.target_order import permute_targets
-from taylorformer.workflow.predictive_baselines import Comparison
+from taylorformer.workflow.predictive_baselines import Comparison, ensemble_crps
 
 
 def check_evaluate_options(batch_size, num_batches, num_samples, consistency, model=None):
@@ -115,19 +115,16 @@ def _observed_mean(values, observed):
 def sample_metrics(samples, yt, mask_t, observed_t=None):
     """MSE of the sample mean, CRPS and 95% coverage from ``samples [S, B, Nt, Dy]``.
 
-    CRPS uses the ensemble estimator E|X - y| - E|X - X'| / 2 (per point, averaged over
-    the observed dims: ``observed_t [B, Nt, Dy]``, all by default), with
-    E|X - X'| = 2/S^2 sum_i (2i - S - 1) x_(i) over the sorted samples (O(S log S)
-    instead of all S^2 pairs). Returns per-real-point arrays (NumPy).
+    CRPS uses the ensemble estimator
+    (:func:`taylorformer.workflow.predictive_baselines.ensemble_crps`; per point, averaged
+    over the observed dims: ``observed_t [B, Nt, Dy]``, all by default). Returns
+    per-real-point arrays (NumPy).
     """
     samples, yt = np.asarray(samples, np.float64), np.asarray(yt, np.float64)
     mask = np.asarray(mask_t).astype(bool)
     observed = np.ones(yt.shape, bool) if observed_t is None else np.asarray(observed_t) > 0.5
     sq_err = _observed_mean((samples.mean(0) - yt) ** 2, observed)
-    s = samples.shape[0]
-    weights = (2 * np.arange(1, s + 1) - s - 1).reshape((s,) + (1,) * (samples.ndim - 1))
-    spread = 2.0 / s**2 * (weights * np.sort(samples, axis=0)).sum(0)
-    crps = _observed_mean(np.abs(samples - yt[None]).mean(0) - 0.5 * spread, observed)
+    crps = _observed_mean(ensemble_crps(samples, yt), observed)
     lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
     inside = (((yt >= lo) & (yt <= hi)) | ~observed).all(-1)
     return {"sq_err": sq_err[mask], "crps": crps[mask], "inside95": inside[mask]}

@@ -37,6 +37,23 @@ def test_gaussian_point_metrics():
     assert out["error"].tolist() == [-1.0, -4.0] and out["inside95"].tolist() == [True, False]
 
 
+def test_model_point_metrics_of_a_student_t_predictive():
+    """A non-Normal predictive: its own log density and CDF, and the CRPS of its draws near
+    the integral of its CDF."""
+    import tensorflow_probability as tfp
+
+    dist = tfp.distributions.StudentT(4.0, np.zeros((1, 1, 2), np.float32), np.ones((1, 1, 2), np.float32))
+    y = np.array([[[0.5, 3.5]]])
+    out = pb.model_point_metrics(dist, y, num_samples=20000)
+    truth = stats.t(4.0)
+    assert out["nll"][0, 0] == pytest.approx(-truth.logpdf([0.5, 3.5]), rel=1e-5)
+    assert out["inside95"][0, 0].tolist() == [True, False]
+    for j, value in enumerate((0.5, 3.5)):
+        below, _ = integrate.quad(lambda z: truth.cdf(z) ** 2, -np.inf, value)
+        above, _ = integrate.quad(lambda z: (1 - truth.cdf(z)) ** 2, value, np.inf)
+        assert out["crps"][0, 0, j] == pytest.approx(below + above, rel=0.03)
+
+
 # ----------------------------------------------------------------------------- series
 def series_task(y, context=12, horizon=5, train=(0, 300), season=None):
     """The attributes :class:`SeriesBaselines` reads of a forecasting task."""

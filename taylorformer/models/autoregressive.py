@@ -171,8 +171,9 @@ class AutoregressiveNP(NeuralProcess):
         Memory: the ``S x B`` (window, sample) rows are decoded in chunks of as many rows as
         fit ``memory_budget`` (bytes, or a size such as ``"2GB"``: a bound on this process's
         memory, at most the machine's, :mod:`taylorformer.models.bounded_sampling`; ``None``: the
-        resident memory plus 2 GB, :func:`~taylorformer.models.bounded_sampling.default_budget`). The estimate per row comes from the model's caches; a
-        budget with no room for one row is a SpecError. Every row draws from its own random
+        resident memory plus 2 GB, :func:`~taylorformer.models.bounded_sampling.default_budget`).
+        The estimate per row comes from the model's caches; a budget with no room for one row
+        is a SpecError. Every row draws from its own random
         stream, keyed by ``seed``, its window's id and its sample index, so the samples do
         not depend on the chunks (nor on the budget, nor on which other windows are in the
         batch): ``window_ids`` (``[B]`` ints; default ``0 .. B-1``) names the windows'

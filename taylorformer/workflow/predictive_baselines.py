@@ -4,7 +4,9 @@ Each baseline maps a batch to a Gaussian predictive ``(mean, sd)`` ``[B, Nt, Dy]
 model's units (the batch's) for every target point; the model's predictive and the
 baselines' are scored by the same functions (:func:`gaussian_point_metrics`,
 :class:`Comparison`) and mapped to the data's units by the same normaliser, task by task
-on the same tasks, so their differences are paired.
+on the same tasks, so their differences are paired. (The replication's baselines,
+:mod:`taylorformer.workflow.baselines`, give one published metric per task instead; their
+error bars, :func:`summarise`, serve both.)
 
 Forecasting tasks (a series cut into windows of ``C = context_length`` rows followed by
 ``H = horizon`` target rows; a task with ``scaled``, ``split_bounds`` and
@@ -17,8 +19,8 @@ Forecasting tasks (a series cut into windows of ``C = context_length`` rows foll
   ``h``: the rms change over ``s * ceil(h / s)`` rows in training. The season is the
   task's ``season`` where it has one, else the dates' step's (:func:`season_of`); the
   baseline is left out without one, or where it exceeds ``C``.
-* ``ridge-ar``: per output, a linear regression of each lead on the last ``p`` values
-  and an intercept (direct multi-step: one regression per lead, sharing the lag matrix,
+* ``ridge-ar``: per output, a linear regression of each lead on the last ``p = min(C,
+  max(MIN_LAGS, s), MAX_LAGS)`` values and an intercept (direct multi-step: one regression per lead, sharing the lag matrix,
   so no forecast is fed back), fitted in closed form with a ridge penalty ``RIDGE`` (not
   on the intercept) on the training windows; the sd per lead: the rms training residual.
 
@@ -42,9 +44,8 @@ mean, 0, before the first).
 
 Work is bounded: a GP sees at most :data:`MAX_GP_CONTEXT` context points per task and
 output (the last observed ones: the latest where a context is in time order, as a
-station task's), the ridge fit at
-most :data:`MAX_FIT_WINDOWS` training windows (evenly spaced), and :func:`task_limit` caps
-the tasks a comparison with a GP covers.
+station task's), the ridge fit at most :data:`MAX_FIT_WINDOWS` training windows (evenly
+spaced), and :func:`task_limit` caps the tasks a comparison with a GP covers.
 """
 import math
 
@@ -169,7 +170,7 @@ def change_sd(y, lags):
         if lag < len(y):
             change = y[lag:] - y[:-lag]
             seen = ~np.isnan(change)
-            out[i] = np.sqrt(np.where(seen, change, 0.0).__pow__(2).sum(0) / np.maximum(seen.sum(0), 1))
+            out[i] = np.sqrt((np.where(seen, change, 0.0) ** 2).sum(0) / np.maximum(seen.sum(0), 1))
             out[i][~seen.any(0)] = np.nan
     return out
 
@@ -363,7 +364,13 @@ def idw_baseline(xc, yc, xt, power=2.0):
     context values of ``yc [B, Nc, Dy]`` (NaN: not observed) at ``xc [B, Nc, D]``; a target
     at a context point (``d = 0``) takes the mean of the values there. sd: the rms
     leave-one-out residual over the context; with fewer than 2 observed values, their mean
-    (0 with none) and sd 1."""
+    (0 with none) and sd 1. One task at a time: the weights take ``[Nt, Nc, Dy]``."""
+    parts = [_idw_task(xc[i:i + 1], yc[i:i + 1], xt[i:i + 1], power) for i in range(len(xc))]
+    return tuple(np.concatenate(part, 0) for part in zip(*parts))
+
+
+def _idw_task(xc, yc, xt, power):
+    """:func:`idw_baseline` of a batch of one task (``[1, N, ...]``)."""
     seen = ~np.isnan(yc)                                                     # [B, Nc, Dy]
     values = np.where(seen, yc, 0.0)
     mean = _idw(xc, values, seen, xt, power)
@@ -372,7 +379,7 @@ def idw_baseline(xc, yc, xt, power=2.0):
     count = seen.sum(1)                                                      # [B, Dy]
     sd = np.sqrt(res2.sum(1) / np.maximum(count, 1))
     sd = np.where((count < 2) | ~(sd > 0), 1.0, sd)
-    return mean, np.broadcast_to(sd[:, None], mean.shape)
+    return mean, np.broadcast_to(sd[:, None], mean.shape).copy()
 
 
 def _idw(xc, values, seen, xq, power, exclude=None):
@@ -441,7 +448,7 @@ class Comparison:
         batch = {k: np.asarray(v) for k, v in with_masks(batch).items()}
         observed = batch["observed_t"] > 0.5                                  # [B, Nt, Dy]
         self._collect("model", model_point_metrics(dist, batch["yt"]), observed)
-        seen = sum(int(r["tasks"]) for r in self.records[self.names[0]]) if self.names else 0
+        seen = sum(int(r["tasks"]) for r in self.records[self.names[0]])
         room = len(observed) if self.max_tasks is None else self.max_tasks - seen
         keep = np.flatnonzero(observed.any((1, 2)))[:max(room, 0)]
         if not keep.size:
@@ -530,7 +537,7 @@ class Comparison:
             why = (f"the model's outputs are discrete ({self.discrete})" if self.discrete
                    else "no batch was scored")
             return {"baselines": {}, "paired": {}, "verdict": f"No baseline compared: {why}."}
-        baselines = {name: self.scores(name) for name in self.names}
+        baselines = {name: {"what": PREDICTIVE_BASELINES[name], **self.scores(name)} for name in self.names}
         paired = {name: self.paired(name) for name in self.names}
         model_crps = self._joined("model")[0]
         n = baselines[self.names[0]]["crps"]["n"]

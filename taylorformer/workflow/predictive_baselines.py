@@ -560,13 +560,13 @@ def verdict(model_crps, baseline_crps, gaps, unit="", num_tasks=None):
     best = min(baseline_crps, key=baseline_crps.get)
     gap, stderr = gaps[best]["mean"], gaps[best]["stderr"]
     unit = f" {unit}" if unit else ""
-    margin = (f"{abs(gap):.3g} +- {stderr:.2g}{unit}" if math.isfinite(stderr)
-              else f"{abs(gap):.3g}{unit} (no error bar: too few independent tasks)")
-    where = f" over {num_tasks} tasks" if num_tasks else ""
+    margin = f"{abs(gap):.3g}{unit}" + (f" (standard error {stderr:.2g})" if math.isfinite(stderr)
+                                        else " (no error bar: too few independent tasks)")
+    where = f" over {num_tasks} task{'s' * (num_tasks != 1)}" if num_tasks else ""
     scores = f"CRPS {model_crps:.4g} for the model, {baseline_crps[best]:.4g} for {best}{where}"
     if math.isfinite(stderr) and abs(gap) <= 2 * stderr:
         return (f"The model and {best} (the best baseline) tie on CRPS: they differ by {margin}, "
-                f"within two standard errors ({scores}).")
+                f"within two standard errors; {scores}.")
     if gap > 0:
-        return f"{best} beats the model on CRPS by {margin} ({scores})."
-    return f"The model beats the best baseline, {best}, on CRPS by {margin} ({scores})."
+        return f"{best} beats the model on CRPS by {margin}; {scores}."
+    return f"The model beats the best baseline, {best}, on CRPS by {margin}; {scores}."

@@ -225,10 +225,11 @@ def test_verdict_names_ridge_ar_on_an_ar2_series():
 def test_verdict_sentences():
     gap = {"a": {"mean": -0.5, "stderr": 0.1}, "b": {"mean": 0.05, "stderr": 0.1}}
     assert pb.verdict(1.0, {"a": 1.5, "b": 0.95}, gap, "degC").startswith(
-        "The model and b (the best baseline) tie on CRPS: they differ by 0.05 +- 0.1 degC")
+        "The model and b (the best baseline) tie on CRPS: they differ by 0.05 degC (standard error 0.1), "
+        "within two standard errors; CRPS 1 for the model, 0.95 for b.")
     gap["b"] = {"mean": -0.4, "stderr": 0.1}
     assert pb.verdict(1.0, {"a": 1.5, "b": 1.4}, gap).startswith(
-        "The model beats the best baseline, b, on CRPS by 0.4 +- 0.1 (")
+        "The model beats the best baseline, b, on CRPS by 0.4 (standard error 0.1); CRPS")
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -243,7 +244,7 @@ def check_evaluation(result, names):
     for name in names:
         assert BASELINE_KEYS <= set(result["baselines"][name])
         assert {"mean", "stderr", "stderr_method"} <= set(result["paired"][name]["crps"])
-    assert result["verdict"].endswith(").") and "CRPS" in result["verdict"]
+    assert result["verdict"].endswith((" task.", " tasks.")) and "CRPS" in result["verdict"]
 
 
 def test_evaluate_series_run_prints_and_stores_baselines(tmp_path, capsys):

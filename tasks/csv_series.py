@@ -230,15 +230,22 @@ def parse_dates(values, where):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "could not infer format": each entry parsed alone
         try:
-            return parse()
+            dates = parse()
         except (ValueError, TypeError):  # "Mixed timezones detected": several offsets, or some none
-            check_one_zone_kind(series, where, strings=True)
-            try:
-                return parse(utc=True)
-            except (ValueError, TypeError, OverflowError) as exc:
-                raise TaskError(f"{where}: cannot read the dates: {exc}") from None
+            dates = None
         except OverflowError as exc:
             raise TaskError(f"{where}: cannot read the dates: {exc}") from None
+        if dates is not None and not (dates.isna() & series.notna()).any():
+            return dates
+        # several zones (text: an error; datetimes: NaT), some none, or garbage
+        check_one_zone_kind(series, where, strings=True)
+        try:
+            utc = parse(utc=True)
+        except (ValueError, TypeError, OverflowError) as exc:
+            if dates is None:
+                raise TaskError(f"{where}: cannot read the dates: {exc}") from None
+            return dates
+        return utc if dates is None or utc.isna().sum() < dates.isna().sum() else dates
 
 
 def split_cuts(n, ratios):

@@ -365,7 +365,9 @@ class StationsTask(Task):
         parts = df[self.time_columns]
         try:
             if len(self.time_columns) == 1:
-                times = parse_dates(parts.iloc[:, 0], f"{OWNER}: time column {self.time_columns[0]!r}")
+                files = list(dict.fromkeys(df["file"]))
+                where = f"data file {files[0]!r}" if len(files) == 1 else f"data files {files}"
+                times = parse_dates(parts.iloc[:, 0], f"time column {self.time_columns[0]!r} of {where}")
                 times.index = parts.index
                 if times.dt.tz is not None:  # one fixed offset: its wall-clock time (calendar
                     times = times.dt.tz_localize(None)  # inputs are local); offsets that differ: UTC

@@ -1,4 +1,5 @@
-"""The data front doors under generated and hostile input (issue 37, items 4, 5, 7).
+"""The data front doors under generated and hostile input (issue 37, items 4, 5, 7; issue 50:
+time zones and booleans).
 
 Property: every generated input to ``from_arrays`` / ``from_dataframe`` / ``from_xarray``
 ends in a correct task (checked against NumPy: standardised values finite and mapping
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from taylorformer.errors import TaskError
 from taylorformer.tasks import from_arrays, from_dataframe, from_xarray
 from taylorformer.tasks.image import ImageTask, default_counts
+from taylorformer.task import make_task
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: magnitudes a column is scaled to: tiny, ordinary, large, and beyond what standardising survives
@@ -254,6 +256,128 @@ def test_from_arrays_large_values_named_not_silently_zeroed():
         task = from_arrays(x * scale, y)
         train = np.concatenate(task.groups["train"])
         np.testing.assert_allclose(task.x[:, 0], (x[:, 0] - x[train, 0].mean()) / x[train, 0].std(), atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- issue 50: zones, booleans
+def _series_config(**config):
+    return {"context_length": 3, "horizon": 2, **config}
+
+
+@SETTINGS
+@given(n=st.integers(40, 60), data=st.data())
+def test_dates_with_and_without_a_zone_are_refused_by_every_reader(tmp_path_factory, n, data):
+    """One date of the other kind (naive among zoned, or zoned among naive), anywhere, as
+    text or datetime objects, in a DataFrame's index or date column, a CSV file's date
+    column or from_arrays' dates: a TaskError naming the column and the object or file."""
+    odd = data.draw(st.integers(0, n - 1))
+    zoned_majority = data.draw(st.booleans())
+    naive = pd.date_range("2021-01-01", periods=n, freq="h")
+    stamps = [d.tz_localize("UTC") if (i != odd) == zoned_majority else d for i, d in enumerate(naive)]
+    reader = data.draw(st.sampled_from(["index", "date_column", "csv_file", "from_arrays"]))
+    as_text = reader != "index" and data.draw(st.booleans())  # an index of text holds no dates
+    dates = [d.isoformat() for d in stamps] if as_text else stamps
+    frame = pd.DataFrame({"load": np.sin(np.arange(n, dtype=float))})
+    if reader == "index":
+        frame.index = pd.Index(dates, dtype=object)
+        call, words = lambda: from_dataframe(frame, "load", **_series_config()), ["the index", "DataFrame"]
+    elif reader == "date_column":
+        frame["when"] = pd.Series(dates, dtype=object)
+        call = lambda: from_dataframe(frame, "load", date_column="when", **_series_config())  # noqa: E731
+        words = ["date column 'when'", "DataFrame"]
+    elif reader == "csv_file":
+        path = tmp_path_factory.mktemp("zones") / "series.csv"
+        frame.assign(when=[str(d) for d in stamps]).to_csv(path, index=False)
+        call = lambda: make_task("csv", _series_config(path=str(path), target_columns="load",  # noqa: E731
+                                                       date_column="when"))
+        words = ["date column 'when'", str(path)]
+    else:
+        call = lambda: from_arrays(y=frame["load"].to_numpy(), dates=np.asarray(dates, object),  # noqa: E731
+                                   **_series_config())
+        words = ["from_arrays: dates"]
+    with pytest.raises(TaskError, match="mixes dates without a time zone") as err:
+        call()
+    assert all(word in str(err.value) for word in words), (words, str(err.value))
+
+
+def test_dates_with_one_kind_of_zone_are_still_read():
+    paris = pd.date_range("2021-03-27", periods=40, freq="h", tz="Europe/Paris")
+    frame = pd.DataFrame({"load": np.sin(np.arange(40.0))},
+                         index=pd.Index([d if i % 2 else d.tz_convert("UTC") for i, d in enumerate(paris)],
+                                        dtype=object))  # two zones: an object index, read as UTC
+    task = from_dataframe(frame, "load", **_series_config())
+    assert task.timezone == "UTC" and (pd.DatetimeIndex(task.series()["dates"]) == paris).all()
+    naive = from_arrays(y=np.arange(40.0) ** 1.5, dates=paris.tz_localize(None).to_numpy(), **_series_config())
+    assert naive.timezone is None
+
+
+def _stations_file(folder, **columns):
+    folder.mkdir(exist_ok=True)
+    n = 24
+    frame = pd.DataFrame({"station": "A", "when": [str(d) for d in pd.date_range("2021", periods=n, freq="h")],
+                          "PM10": np.arange(n, dtype=float), **columns})
+    frame.to_csv(folder / "a.csv", index=False)
+    return folder / "a.csv"
+
+
+def _stations(path):
+    return make_task("stations", {"path": str(path), "target_columns": "PM10", "time_columns": ["when"], "calendar": ["hour"],
+                                  "coordinates": {"A": [40.0, 116.0]}, "num_context": 3, "num_target": 1})
+
+
+def test_a_stations_file_mixing_zones_is_refused_naming_it(tmp_path):
+    when = [str(d) for d in pd.date_range("2021", periods=24, freq="h")]
+    when[5] += "+00:00"
+    path = _stations_file(tmp_path / "mixed", when=when)
+    with pytest.raises(TaskError, match=r"time column 'when' of data file .*a\.csv.* mixes dates"):
+        _stations(path)
+
+
+@pytest.mark.parametrize("reader", ["dataframe", "dataframe_objects", "csv_file", "stations_file",
+                                    "array_series", "array_points", "xarray", "netcdf_file"])
+def test_boolean_targets_are_refused_by_every_reader(tmp_path, reader):
+    """True/False as a target is never taken as 0/1 silently: a TaskError naming the column
+    (or variable) and the object or file, the same words from every reader."""
+    n = 40
+    flags = np.arange(n) % 3 == 0
+    frame = pd.DataFrame({"load": flags, "other": np.arange(n, dtype=float)},
+                         index=pd.date_range("2021", periods=n, freq="D"))
+    if reader == "dataframe":
+        call, words = lambda: from_dataframe(frame, "load", **_series_config()), ["'load'", "DataFrame"]
+    elif reader == "dataframe_objects":  # True among numbers (an object column)
+        frame["load"] = pd.Series([True] + list(np.arange(1.0, n)), index=frame.index, dtype=object)
+        call, words = lambda: from_dataframe(frame, "load", **_series_config()), ["'load'", "DataFrame"]
+    elif reader == "csv_file":
+        frame.to_csv(tmp_path / "s.csv", index_label="date")
+        call = lambda: make_task("csv", _series_config(path=str(tmp_path / "s.csv"),  # noqa: E731
+                                                       target_columns="load", date_column="date"))
+        words = ["'load'", str(tmp_path / "s.csv")]
+    elif reader == "stations_file":
+        path = _stations_file(tmp_path / "st", PM10=flags[:24])
+        call, words = lambda: _stations(path), ["'PM10'", str(path)]
+    elif reader == "array_series":
+        call, words = lambda: from_arrays(y=flags, **_series_config()), ["from_arrays: y"]
+    elif reader == "array_points":
+        call, words = lambda: from_arrays(np.arange(n, dtype=float), list(flags)), ["from_arrays: y"]
+    else:
+        data = xr.Dataset({"wet": (("time", "lat", "lon"), np.random.default_rng(0).random((12, 3, 4)) > 0.5)},
+                          coords={"time": pd.date_range("2000", periods=12, freq="D"),
+                                  "lat": [10.0, 20.0, 30.0], "lon": [0.0, 5.0, 10.0, 15.0]})
+        words = ["variable 'wet'"]
+        if reader == "netcdf_file":
+            data.to_netcdf(tmp_path / "wet.nc")
+            data, words = str(tmp_path / "wet.nc"), words + [str(tmp_path / "wet.nc")]
+        call = lambda: from_xarray(data, num_context=[1, 4], num_target=[1, 4], window_length=1)  # noqa: E731
+    with pytest.raises(TaskError, match=r"holds booleans \(True/False\), not real numbers") as err:
+        call()
+    assert all(word in str(err.value) for word in words), (words, str(err.value))
+
+
+def test_the_same_data_as_numbers_is_read():
+    n = 40
+    frame = pd.DataFrame({"load": (np.arange(n) % 3 == 0).astype(float) + np.arange(n) / 100},
+                         index=pd.date_range("2021", periods=n, freq="D"))
+    task = from_dataframe(frame, "load", **_series_config())
+    np.testing.assert_allclose(task.series()["y"][:, 0], frame["load"])
 
 
 # ----------------------------------------------------------------------------- images

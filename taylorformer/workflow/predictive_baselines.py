@@ -331,14 +331,15 @@ def gp_predict(x, y, xq, lengthscales, variance, noise):
     return mean + k_q @ alpha, np.sqrt(np.maximum(var, GP_JITTER))
 
 
-def point_inputs(batch, side):
-    """``[B, N, D]`` float64 inputs of the ``side`` ("c" or "t") points: ``x`` and the feature
-    groups ``s``, ``t`` where present, a column equal to an earlier one left out."""
-    parts = [np.asarray(batch[key + side], np.float64) for key in ("x", "s", "t") if key + side in batch]
-    inputs = np.concatenate(parts, -1)
-    keep = [j for j in range(inputs.shape[-1])
-            if not any(np.array_equal(inputs[..., j], inputs[..., i]) for i in range(j))]
-    return inputs[..., keep]
+def point_inputs(batch):
+    """``(xc [B, Nc, D], xt [B, Nt, D])`` float64 inputs of the context and target points:
+    ``x`` and the feature groups ``s``, ``t`` where present, a column equal to an earlier
+    one on both sides left out."""
+    sides = [np.concatenate([np.asarray(batch[key + side], np.float64) for key in ("x", "s", "t")
+                             if key + side in batch], -1) for side in "ct"]
+    keep = [j for j in range(sides[0].shape[-1])
+            if not any(all(np.array_equal(x[..., j], x[..., i]) for x in sides) for i in range(j))]
+    return tuple(x[..., keep] for x in sides)
 
 
 def gp_baseline(xc, yc, xt, max_context=MAX_GP_CONTEXT):
@@ -458,7 +459,7 @@ class Comparison:
         if self.series is not None:
             predictions = self.series.predict(yc)
         else:
-            xc, xt = point_inputs(part, "c"), point_inputs(part, "t")
+            xc, xt = point_inputs(part)
             space = ("sc", "st") if "sc" in part else ("xc", "xt")
             predictions = {"gp": gp_baseline(xc, yc, xt),
                            "idw": idw_baseline(np.asarray(part[space[0]], np.float64), yc,

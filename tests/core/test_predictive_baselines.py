@@ -185,9 +185,15 @@ def test_idw_matches_a_double_loop():
 
 
 def test_point_inputs_count_a_repeated_column_once():
-    batch = {"xc": np.arange(12.0).reshape(1, 4, 3), "sc": np.arange(12.0).reshape(1, 4, 3)[..., :2],
-             "tc": np.ones((1, 4, 1))}
-    assert pb.point_inputs(batch, "c").shape == (1, 4, 4)
+    """x = [s, t] repeated in the groups counts once; a column equal to another among the
+    context points alone (two one-hot columns both 0 there) is kept on both sides."""
+    x = np.arange(12.0).reshape(1, 4, 3)
+    batch = {"xc": x, "sc": x[..., :2], "tc": np.ones((1, 4, 1)),
+             "xt": x[:, :2], "st": x[:, :2, :2], "tt": np.zeros((1, 2, 1))}
+    xc, xt = pb.point_inputs(batch)
+    assert xc.shape == (1, 4, 4) and xt.shape == (1, 2, 4)
+    onehot = {"xc": np.zeros((1, 3, 2)), "xt": np.array([[[0.0, 1.0]]])}
+    assert [a.shape[-1] for a in pb.point_inputs(onehot)] == [2, 2]
 
 
 # ----------------------------------------------------------------------------- verdict

@@ -30,8 +30,9 @@ also keep the exact GP ceiling of the evaluation):
 * ``gp``: per task and output, a Gaussian process fitted to the task's observed context
   points by maximising the log marginal likelihood (kriging): constant mean (its
   generalised least squares estimate), Matern-5/2 kernel with one lengthscale per input,
-  signal and noise variances; L-BFGS-B on the log-parameters with the analytic gradient
-  from :data:`GP_RESTARTS` starts. Its posterior predictive (noise included) at the targets.
+  signal and noise variances (the noise at least :data:`GP_NOISE_FLOOR` of the context's
+  variance); L-BFGS-B on the log-parameters with the analytic gradient from
+  :data:`GP_RESTARTS` starts. Its posterior predictive (noise included) at the targets.
 * ``idw``: inverse-distance weighting (power 2) of the observed context values (a target
   at a context point takes the mean of the points there); the sd: the rms
   leave-one-out residual of the same weighting over the context.
@@ -74,6 +75,9 @@ MAX_GP_CONTEXT = 100
 GP_RESTARTS = (1.0, 0.3, 3.0)
 #: iterations of each L-BFGS-B search, and the jitter added to the kernel's diagonal
 GP_MAXITER, GP_JITTER = 50, 1e-8
+#: least noise variance of a ``gp``, as a share of its context values' variance: maximum
+#: likelihood on a few points otherwise interpolates them without noise, overconfidently
+GP_NOISE_FLOOR = 1e-2
 #: tasks a comparison with a GP baseline covers by default (the first ones)
 MAX_GP_TASKS = 128
 _DAY = 86400.0  # seconds
@@ -298,13 +302,14 @@ def fit_gp(x, y, restarts=GP_RESTARTS, maxiter=GP_MAXITER):
     """``(lengthscales [D], signal variance, noise variance)`` of a Matern-5/2 GP maximising
     the marginal likelihood of ``y [n]`` at ``x [n, D]`` (:func:`gp_objective`): L-BFGS-B on
     the log-parameters from each lengthscale multiplier of ``restarts`` times the inputs'
-    spread (signal ``var(y)``, noise ``var(y) / 10``), within bounds around those scales."""
+    spread (signal ``var(y)``, noise ``var(y) / 10``), within bounds around those scales
+    (the noise variance at least :data:`GP_NOISE_FLOOR` ``var(y)``)."""
     spread = x.std(0)
     spread = np.where(spread > 0, spread, 1.0)
     var = float(y.var()) if y.var() > 0 else 1.0
     d = x.shape[1]
     bounds = ([(math.log(s * 1e-2), math.log(s * 1e2)) for s in spread]
-              + [(math.log(var * 1e-3), math.log(var * 1e2)), (math.log(var * 1e-6), math.log(var * 10.0))])
+              + [(math.log(var * 1e-3), math.log(var * 1e2)), (math.log(var * GP_NOISE_FLOOR), math.log(var * 10.0))])
     best = None
     for factor in restarts:
         start = np.concatenate([np.log(spread * factor), [math.log(var), math.log(var / 10.0)]])

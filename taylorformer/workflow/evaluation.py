@@ -171,7 +171,8 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     is a terminal) shows a bar over the batches while sampling.
 
     ``baselines`` (default on) scores the task's predictive baselines on the same tasks
-    (:class:`taylorformer.workflow.predictive_baselines.Comparison`): it adds ``baselines``,
+    (:class:`taylorformer.workflow.predictive_baselines.Comparison`) beside the model's
+    predictive (its sampled forecasts where ``num_samples > 0``): it adds ``baselines``,
     ``paired`` (the model minus each, with error bars), ``verdict``, ``baseline_tasks`` and
     ``baselines_note``, and the model's ``crps`` to ``data_units`` (to the top level where
     the metrics are already in the data's units).
@@ -189,11 +190,9 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     bar = (keras.utils.Progbar(num_batches, unit_name="batch")
            if sampling and (sys.stdout.isatty() if progress is None else progress) else None)
     windows_seen = 0
-    comparison = Comparison(task, normaliser, teacher_forced=autoregressive) if baselines else None
+    comparison = Comparison(task, normaliser, teacher_forced=autoregressive and not sampling) if baselines else None
     for i, batch in enumerate(task.dataset(split, batch_size=batch_size, num_batches=num_batches)):
         m = batch_metrics(model, batch, log_scale)
-        if comparison is not None:
-            comparison.add(batch, m["dist"])
         lls.append(m["loglik"][m["observed"]])  # tasks with nothing observed to score drop out
         errors.append(m["errors"])
         if log_scale is not None:
@@ -215,6 +214,8 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
             windows_seen += size
             observed = with_masks(batch)  # unobserved (NaN) targets leave the metrics
             sampled.append(sample_metrics(samples, observed["yt"], observed["mask_t"], observed["observed_t"]))
+        if comparison is not None:  # the model's sampled forecasts where drawn, else its predictive
+            comparison.add(batch, m["dist"], samples if sampling else None)
         if autoregressive and consistency:
             stds.append(np.asarray(order_consistency(model, batch, k=consistency, seed=seed + i))[m["observed"]])
         if bar is not None:

@@ -20,9 +20,10 @@ Forecasting tasks (a series cut into windows of ``C = context_length`` rows foll
   task's ``season`` where it has one, else the dates' step's (:func:`season_of`); the
   baseline is left out without one, or where it exceeds ``C``.
 * ``ridge-ar``: per output, a linear regression of each lead on the last ``p = min(C,
-  max(MIN_LAGS, s), MAX_LAGS)`` values and an intercept (direct multi-step: one regression per lead, sharing the lag matrix,
-  so no forecast is fed back), fitted in closed form with a ridge penalty ``RIDGE`` (not
-  on the intercept) on the training windows; the sd per lead: the rms training residual.
+  max(MIN_LAGS, s), MAX_LAGS)`` values and an intercept (direct multi-step: one
+  regression per lead, sharing the lag matrix, so no forecast is fed back), fitted in
+  closed form with a ridge penalty ``RIDGE`` (not on the intercept) on the training
+  windows; the sd per lead: the rms training residual.
 
 Every other task (sets of points, stations, gridded fields, images, GP tasks; GP tasks
 also keep the exact GP ceiling of the evaluation):
@@ -132,6 +133,18 @@ def model_point_metrics(dist, yt, num_samples=128, seed=0):
     return {"crps": ensemble_crps(draws, yt), "error": dist.mean().numpy().astype(np.float64) - yt,
             "nll": -dist.log_prob(y32).numpy().astype(np.float64),
             "inside95": (cdf >= 0.025) & (cdf <= 0.975)}
+
+
+def sample_point_metrics(samples, yt):
+    """:func:`gaussian_point_metrics` of a model's multi-step forecast paths ``samples [S,
+    B, Nt, Dy]`` at ``yt [B, Nt, Dy]``: the samples' CRPS, mean and central 95% interval
+    (their 2.5% and 97.5% quantiles), and the log density of the Gaussian with their mean
+    and standard deviation."""
+    samples, yt = np.asarray(samples, np.float64), np.asarray(yt, np.float64)
+    mean, sd = samples.mean(0), np.maximum(samples.std(0, ddof=1), GP_JITTER)
+    lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
+    return {"crps": ensemble_crps(samples, yt), "error": mean - yt,
+            "nll": gaussian_point_metrics(mean, sd, yt)["nll"], "inside95": (yt >= lo) & (yt <= hi)}
 
 
 # ----------------------------------------------------------------------------- series
@@ -427,8 +440,8 @@ class Comparison:
     :func:`overlap_block`) and the verdict. The baselines see the first ``max_tasks``
     tasks with an observed target (None: all); the model's scores cover every task.
     ``teacher_forced``: the model's predictive of a target is given the true earlier
-    targets (an autoregressive model's), which the baselines' forecasts are not (a note
-    says so).
+    targets (an autoregressive model's without samples), which the baselines' forecasts
+    are not (the note and the verdict say so).
     """
 
     def __init__(self, task, normaliser=None, max_tasks="auto", season=None, teacher_forced=False):
@@ -440,10 +453,12 @@ class Comparison:
         self.records = {name: [] for name in ["model"] + self.names}
         self.discrete = None
         self.teacher_forced = teacher_forced
+        self.sampled = False
 
-    def add(self, batch, dist):
-        """Score the model's ``dist`` and every baseline on ``batch`` (a task's batch; its
-        NaN outputs are not observed)."""
+    def add(self, batch, dist, samples=None):
+        """Score the model's ``dist`` (its multi-step forecast paths ``samples [S, B, Nt,
+        Dy]`` instead where given: :func:`sample_point_metrics`) and every baseline on
+        ``batch`` (a task's batch; its NaN outputs are not observed)."""
         import tensorflow_probability as tfp
 
         from taylorformer.batch import with_masks
@@ -453,7 +468,9 @@ class Comparison:
             return
         batch = {k: np.asarray(v) for k, v in with_masks(batch).items()}
         observed = batch["observed_t"] > 0.5                                  # [B, Nt, Dy]
-        self._collect("model", model_point_metrics(dist, batch["yt"]), observed)
+        self.sampled = samples is not None
+        self._collect("model", model_point_metrics(dist, batch["yt"]) if samples is None
+                      else sample_point_metrics(samples, batch["yt"]), observed)
         seen = sum(int(r["tasks"]) for r in self.records[self.names[0]])
         room = len(observed) if self.max_tasks is None else self.max_tasks - seen
         keep = np.flatnonzero(observed.any((1, 2)))[:max(room, 0)]
@@ -551,25 +568,30 @@ class Comparison:
         note = (f"baselines in {units}, on the first {n} evaluation task(s) with an observed target; "
                 "paired: the model's per-task score minus the baseline's (negative: the model is better)"
                 + ("; the model's predictive is teacher-forced (each target given the true earlier "
-                   "targets), the baselines forecast from the context alone" if self.teacher_forced else ""))
+                   "targets), the baselines forecast from the context alone" if self.teacher_forced else "")
+                + ("; the model's scores are those of its sampled forecasts (nll: the Gaussian with "
+                   "their mean and standard deviation)" if self.sampled else ""))
         return {"baselines": baselines, "paired": paired, "baseline_tasks": n, "baselines_note": note,
                 "verdict": verdict(float(model_crps[:n].mean()),
                                    {k: v["crps"]["mean"] for k, v in baselines.items()},
-                                   {k: v["crps"] for k, v in paired.items()}, self.unit(), n)}
+                                   {k: v["crps"] for k, v in paired.items()}, self.unit(), n,
+                                   "teacher-forced" if self.teacher_forced else "")}
 
 
-def verdict(model_crps, baseline_crps, gaps, unit="", num_tasks=None):
+def verdict(model_crps, baseline_crps, gaps, unit="", num_tasks=None, model_note=""):
     """One sentence naming the best method on CRPS and its margin: the model against the
     best baseline (lowest mean CRPS), the paired difference ``gaps[name]`` (``{mean,
     stderr}``, model minus baseline) with its standard error; a difference within two
-    standard errors is a tie."""
+    standard errors is a tie. ``model_note`` qualifies the model's CRPS (e.g.
+    "teacher-forced")."""
     best = min(baseline_crps, key=baseline_crps.get)
     gap, stderr = gaps[best]["mean"], gaps[best]["stderr"]
     unit = f" {unit}" if unit else ""
     margin = f"{abs(gap):.3g}{unit}" + (f" (standard error {stderr:.2g})" if math.isfinite(stderr)
                                         else " (no error bar: too few independent tasks)")
     where = f" over {num_tasks} task{'s' * (num_tasks != 1)}" if num_tasks else ""
-    scores = f"CRPS {model_crps:.4g} for the model, {baseline_crps[best]:.4g} for {best}{where}"
+    note = f" ({model_note})" if model_note else ""
+    scores = f"CRPS {model_crps:.4g} for the model{note}, {baseline_crps[best]:.4g} for {best}{where}"
     if math.isfinite(stderr) and abs(gap) <= 2 * stderr:
         return (f"The model and {best} (the best baseline) tie on CRPS: they differ by {margin}, "
                 f"within two standard errors; {scores}.")

@@ -132,13 +132,13 @@ def check_widths(owner, key, value, single=True, error=SpecError):
     return [check_size(owner, f"{key}[{i}]", w, error=error) for i, w in enumerate(value)]
 
 
-def available_memory():
-    """Bytes of memory this process can still allocate (``MemAvailable`` of
-    ``/proc/meminfo``; else the physical memory; None where neither is known)."""
+def _meminfo(field):
+    """Bytes of ``field`` (``MemAvailable``, ``MemTotal``) of ``/proc/meminfo``, else the
+    physical memory (``SC_PHYS_PAGES * SC_PAGE_SIZE``); None where neither is known."""
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
@@ -146,23 +146,18 @@ def available_memory():
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def available_memory():
+    """Bytes of memory this process can still allocate (``MemAvailable``; else the physical
+    memory; None where neither is known)."""
+    return _meminfo("MemAvailable")
 
 
 def machine_memory():
-    """Bytes of this machine's physical memory (``MemTotal`` of ``/proc/meminfo``, else
-    ``SC_PHYS_PAGES * SC_PAGE_SIZE``; None where neither is known): no memory budget can
-    use more."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return None
+    """Bytes of this machine's physical memory (``MemTotal``; None where unknown): no memory
+    budget can use more."""
+    return _meminfo("MemTotal")
 
 
 def check_memory(owner, what, nbytes, hint, error=SpecError):

@@ -298,9 +298,9 @@ def test_span_of_a_simulated_task_and_latlon_to_xyz():
                                atol=1e-15)
 
 
-def _rewrite_normaliser(path, change):
-    """Rewrite the model file ``path`` with ``change(normaliser dict)`` applied to its
-    saved normaliser (weights untouched)."""
+def _rewrite_config(path, change):
+    """Rewrite the model file ``path`` with ``change(model config dict)`` applied to the
+    ``config`` of its config.json (weights untouched)."""
     import zipfile
 
     with zipfile.ZipFile(path) as source:
@@ -309,9 +309,15 @@ def _rewrite_normaliser(path, change):
         for item, data in items:
             if item.filename == "config.json":
                 config = json.loads(data)
-                change(config["config"]["normaliser"])
+                change(config["config"])
                 data = json.dumps(config).encode()
             target.writestr(item, data)
+
+
+def _rewrite_normaliser(path, change):
+    """Rewrite the model file ``path`` with ``change(normaliser dict)`` applied to its
+    saved normaliser."""
+    _rewrite_config(path, lambda config: change(config["normaliser"]))
 
 
 def test_evaluate_takes_data_units_from_the_model_file(run, tmp_path):
@@ -331,18 +337,11 @@ def test_evaluate_takes_data_units_from_the_model_file(run, tmp_path):
 def _strip_to_old_format(path):
     """Rewrite the model file ``path`` as the code before normalisers wrote it: its
     config.json without ``normaliser`` and ``model_card`` (weights untouched)."""
-    import zipfile
+    def strip(config):
+        for key in ("normaliser", "model_card"):
+            config.pop(key)
 
-    with zipfile.ZipFile(path) as source:
-        items = [(item, source.read(item)) for item in source.infolist()]
-    with zipfile.ZipFile(path, "w") as target:
-        for item, data in items:
-            if item.filename == "config.json":
-                config = json.loads(data)
-                for key in ("normaliser", "model_card"):
-                    config["config"].pop(key)
-                data = json.dumps(config).encode()
-            target.writestr(item, data)
+    _rewrite_config(path, strip)
 
 
 def test_old_format_run_directory_behaves_as_before(run, tmp_path):

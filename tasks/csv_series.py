@@ -23,10 +23,10 @@ Protocol, for a series of ``N`` rows (after NaN handling) and one window of
   population ``std`` (ddof 0) of the *training rows only* (their observed values: NaN
   left out; a target column with none is an error).
 * Model default: a model trained on this task standardises each window by its own context
-  (``model_defaults``: spec ``standardise: window``, :mod:`taylorformer.models.window_normalisation`)
+  (``model_defaults``: spec ``standardise: window``, :mod:`taylorformer.models.window_standardisation`)
   unless its spec says ``standardise: global``: a series whose level drifts out of the
   training rows' range is forecast relative to its recent past (benchmarks/README.md,
-  "window_normalisation.py"). The global standardisation above still applies first.
+  "window_standardisation.py"). The global standardisation above still applies first.
 * Inputs: every row is one time step (date gaps are ignored). The W rows of a window
   get the position ``x_j = -1 + 2 j / (W - 1)``, ``j = 0..W-1``: the first context row
   maps to -1, the last target row to +1, the same for every window. After it come, per

@@ -35,7 +35,7 @@ keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::
                       task  batch  spec  components  attention/  replication  experiment  testing
     models/           the NP family: base, conditional, autoregressive, build, fitting, layers,
                       inference (loglik, predict), decoding, bounded_sampling, target_order,
-                      window_normalisation
+                      window_standardisation
     prediction/       using a trained model: query, fields, placement, calibration, export
     workflow/         a training run: training, callbacks, run_dir, runs, evaluation, baselines
     plotting/         figures, one module per kind of data

@@ -81,4 +81,4 @@ class OutputPathError(TaylorformerError, ValueError):
 
 class TrainingRangeWarning(UserWarning):
     """A context lies far outside the range of inputs the model was trained on
-    (:mod:`taylorformer.models.window_normalisation`): its predictions there are extrapolation."""
+    (:mod:`taylorformer.models.window_standardisation`): its predictions there are extrapolation."""

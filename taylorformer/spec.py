@@ -14,7 +14,7 @@ A spec names registry components::
                                              # (null: on when dim_y > 1)
      "standardise": null,                    # "global" | "window": outputs standardised by
      "standardise_min_scale": 0.01,          # each window's context (null: the task's
-                                             # default, else "global"; window_normalisation)
+                                             # default, else "global"; window_standardisation)
      "init": "keras"}                        # initial linear weights: "keras" | "fan-in-uniform"
                                              # (models.initialisation)
 
@@ -42,7 +42,7 @@ from taylorformer.hookspecs import KINDS
 
 MODEL_KINDS = ("conditional", "autoregressive")
 
-#: spec ``standardise``: the network's output units (:mod:`taylorformer.models.window_normalisation`)
+#: spec ``standardise``: the network's output units (:mod:`taylorformer.models.window_standardisation`)
 STANDARDISE_MODES = ("global", "window")
 #: the default floor of a window's scale (spec ``standardise_min_scale``), in the batch's units
 #: (a task's z-scores: 1% of the training rows' std), so a constant context stays finite

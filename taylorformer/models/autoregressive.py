@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from taylorformer import plugin_api
-from taylorformer.models import bounded_sampling, decoding, window_normalisation
+from taylorformer.models import bounded_sampling, decoding, window_standardisation
 from taylorformer.batch import fully_observed, with_targets
 from taylorformer.errors import SpecError
 from taylorformer.models.base import NeuralProcess, check_finite_outputs
@@ -290,14 +290,14 @@ class AutoregressiveNP(NeuralProcess):
         rows = gather_targets(rows, gen_order)
         if self.standardise == "window":  # decoded in window units, the draws mapped back below
             shift, scale = self.window_statistics(rows)
-            rows = window_normalisation.to_window_units(rows, shift, scale)
+            rows = window_standardisation.to_window_units(rows, shift, scale)
         if cache:
             yt, params = self._decode_compiled(rows, keys, jit_compile)
         else:
             yt, params = self._decode_full(rows, keys)
         if self.standardise == "window":
-            yt = window_normalisation.samples_to_original_units(yt, shift, scale)
-            params = window_normalisation.to_original_units(params, shift, scale, self.likelihood)
+            yt = window_standardisation.samples_to_original_units(yt, shift, scale)
+            params = window_standardisation.to_original_units(params, shift, scale, self.likelihood)
         inverse = tf.argsort(gen_order, axis=1)
         yt = tf.gather(yt, inverse, batch_dims=1)
         mask = tf.tile(tf.cast(batch["mask_t"], yt.dtype), [num_samples, 1])[..., None]

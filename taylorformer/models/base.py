@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from taylorformer import components, registry, tf_compat
-from taylorformer.models import initialisation, window_normalisation
+from taylorformer.models import initialisation, window_standardisation
 from taylorformer.checks import MAX_PARAMETERS
 from taylorformer.batch import append_observed_flags, fully_observed, validate_batch, with_masks
 from taylorformer.errors import BatchError, SpecError
@@ -159,10 +159,10 @@ class NeuralProcess(FitMixin, keras.Model):
             dim_y += self.dim_y
         self.encoder = components.build("encoder", entry, "encoder", dim_x=dim_x, dim_y=dim_y)
         self.standardise = spec.get("standardise", "global")
-        self.standardise_min_scale = spec.get("standardise_min_scale", window_normalisation.DEFAULT_MIN_SCALE)
+        self.standardise_min_scale = spec.get("standardise_min_scale", window_standardisation.DEFAULT_MIN_SCALE)
         if self.standardise == "window":
-            window_normalisation.check_likelihood(self.likelihood, self.dim_y, spec["likelihood"]["name"])
-        self.training_range = window_normalisation.TrainingRange(self.dim_x, self.dim_y)
+            window_standardisation.check_likelihood(self.likelihood, self.dim_y, spec["likelihood"]["name"])
+        self.training_range = window_standardisation.TrainingRange(self.dim_x, self.dim_y)
         self._init_fit_state()
 
     @classmethod
@@ -192,23 +192,23 @@ class NeuralProcess(FitMixin, keras.Model):
         if self.standardise != "window":
             return self.network(batch, training=training)
         shift, scale = self.window_statistics(batch)
-        params = self.network(window_normalisation.to_window_units(batch, shift, scale), training=training)
-        return window_normalisation.to_original_units(params, shift, scale, self.likelihood)
+        params = self.network(window_standardisation.to_window_units(batch, shift, scale), training=training)
+        return window_standardisation.to_original_units(params, shift, scale, self.likelihood)
 
     def window_statistics(self, batch):
         """``(shift, scale)`` float64 ``[B, 1, Dy]``: each window's context mean and floored
-        std (``batch`` prepared; :func:`~taylorformer.models.window_normalisation.context_statistics`)."""
-        return window_normalisation.context_statistics(batch, self.standardise_min_scale)
+        std (``batch`` prepared; :func:`~taylorformer.models.window_standardisation.context_statistics`)."""
+        return window_standardisation.context_statistics(batch, self.standardise_min_scale)
 
     def network_inputs(self, batch):
         """``batch`` (prepared) as the network reads it (in window units with ``standardise: window``)."""
         if self.standardise != "window":
             return batch
-        return window_normalisation.to_window_units(batch, *self.window_statistics(batch))
+        return window_standardisation.to_window_units(batch, *self.window_statistics(batch))
 
     def check_training_range(self, batch):
         """Warn where a context of ``batch`` (prepared) lies far outside the inputs seen in
-        training (:meth:`TrainingRange.check <taylorformer.models.window_normalisation.TrainingRange.check>`)."""
+        training (:meth:`TrainingRange.check <taylorformer.models.window_standardisation.TrainingRange.check>`)."""
         if tf.executing_eagerly():
             self.training_range.check(self.network_inputs(batch), self.standardise)
 
@@ -304,7 +304,7 @@ class NeuralProcess(FitMixin, keras.Model):
     def get_config(self):
         """``spec`` and ``name``, plus the ``normaliser`` and ``model_card`` where set (a
         model file then carries them: :mod:`taylorformer.model_card`), and the inputs seen in
-        training (``trained_range``: :class:`taylorformer.models.window_normalisation.TrainingRange`)."""
+        training (``trained_range``: :class:`taylorformer.models.window_standardisation.TrainingRange`)."""
         config = {"spec": self.spec, "name": self.name}
         if self.normaliser is not None:
             config["normaliser"] = self.normaliser.to_dict()

@@ -128,7 +128,7 @@ class FitMixin:
 
     def train_step(self, batch):
         batch = _unpack(batch)
-        # the range of the network's inputs seen in training (window_normalisation.TrainingRange)
+        # the range of the network's inputs seen in training (window_standardisation.TrainingRange)
         self.training_range.update(self.network_inputs(self.prepare(batch)))
         strategy = tf.distribute.get_strategy()
         replicas = strategy.num_replicas_in_sync

@@ -2,10 +2,10 @@
 
 Trains TNP-D twice on one ``csv`` task, identical but for the spec's ``standardise``
 (``"global"``: the training rows' z-scores; ``"window"``: each window by its own context,
-:mod:`taylorformer.models.window_normalisation`), same seed, steps and data stream, and scores
+:mod:`taylorformer.models.window_standardisation`), same seed, steps and data stream, and scores
 both with persistence and seasonal naive on the same test windows with the same scorer::
 
-    python benchmarks/window_normalisation.py --csv co2.csv --target co2 --date date \\
+    python benchmarks/window_standardisation.py --csv co2.csv --target co2 --date date \\
         --season 52 --steps 600
 
 (the weekly Mauna Loa CO2 of statsmodels' ``co2`` dataset: ``pip download statsmodels

@@ -1,4 +1,4 @@
-"""Per-window standardisation (spec ``standardise: window``, :mod:`taylorformer.models.window_normalisation`)
+"""Per-window standardisation (spec ``standardise: window``, :mod:`taylorformer.models.window_standardisation`)
 against NumPy: the context statistics (masked and NaN points left out, the floor), the
 parameters mapped back, the log-likelihood's change of variables; the model's predictive is
 equivariant to ``y -> a y + b`` and to a shift of one window (conditional and autoregressive,
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from taylorformer.models import window_normalisation as wn
+from taylorformer.models import window_standardisation as wn
 from taylorformer.batch import with_masks
 from taylorformer.errors import SpecError
 from taylorformer.models.inference import loglik, predict
@@ -265,7 +265,7 @@ def test_the_command_line_prints_the_warning_as_one_line(capsys):
     assert capsys.readouterr().err == "warning: context outputs y0 reach [5, 6]\n"
 
 
-def test_forecasting_tasks_default_to_window_normalisation_unless_the_spec_says_global():
+def test_forecasting_tasks_default_to_window_standardisation_unless_the_spec_says_global():
     import pandas as pd
 
     from taylorformer import registry

@@ -1,4 +1,4 @@
-"""Per-window normalisation: each window's outputs in the units of its own context.
+"""Per-window standardisation: each window's outputs in the units of its own context.
 
 The spec option ``"standardise"`` (saved with the model, so it holds for every preset and
 plugin model) says what units the network works in:
@@ -20,12 +20,12 @@ plugin model) says what units the network works in:
   (``df``, mixture ``logits``) unchanged. Its log density is therefore
   ``log p_z((y - m) / s) - sum_d log s_d``: the change of variables is in every reported
   log-likelihood. Statistics come from the context alone, so a target never informs its
-  own normalisation (autoregressive models stay causal).
+  own standardisation (autoregressive models stay causal).
 
-  The inputs ``x`` are not normalised: the forecasting tasks already give window-relative
+  The inputs ``x`` are not standardised: the forecasting tasks already give window-relative
   positions, and a spatial model's inputs are coordinates whose absolute value matters.
 
-With per-window normalisation a model's predictive distribution (in the batch's units) is
+With per-window standardisation a model's predictive distribution (in the batch's units) is
 equivariant to ``y -> a y + b`` for ``a > 0`` (while the context std stays above the floor
 ``min_scale``), and the same for any shift of a window: what the network sees does not
 change.
@@ -33,11 +33,11 @@ change.
 A likelihood is rescaled through its parameter names (:data:`LOCATIONS`, :data:`SCALES`,
 :data:`SHAPES`) or, for a plugin likelihood with other parameters, its own
 ``affine_parameters(params, shift, scale)`` (the parameters of ``shift + scale * Y``);
-discrete likelihoods (with a ``support``) cannot be normalised and are refused.
+discrete likelihoods (with a ``support``) cannot be standardised and are refused.
 
 The training range (:class:`TrainingRange`): while a model trains, the smallest and
 largest value of each input the network reads (``x`` per input dim over the real context
-points, ``y`` per output over the observed context values, after this normalisation)
+points, ``y`` per output over the observed context values, after this standardisation)
 are recorded in the model and saved with it (its Keras config). At inference a context
 with a value more than :data:`RANGE_MARGIN` times the width of that range beyond either
 end issues a :class:`TrainingRangeWarning` (once per input per model).
@@ -213,6 +213,6 @@ class TrainingRange:
                 f"{what} {name}{units} reach [{seen_low[i]:.4g}, {seen_high[i]:.4g}], far outside the "
                 f"range the model was trained on, [{low[i]:.4g}, {high[i]:.4g}] (more than "
                 f"{RANGE_MARGIN:g} x its width beyond it): its predictions there are extrapolation"
-                + ("; a non-stationary series needs per-window normalisation (spec standardise 'window')"
+                + ("; a non-stationary series needs per-window standardisation (spec standardise 'window')"
                    if i >= self.dim_x and mode != "window" else "")), stacklevel=3)
         return warned

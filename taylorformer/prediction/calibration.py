@@ -301,8 +301,10 @@ def summarize(marginals, levels=LEVELS, bins=PIT_BINS, seed=0, units=None):
     correlated), ``coverage`` (``levels``, ``observed`` fractions inside the central
     intervals, their ``mean_abs_error``), ``crps``, ``sharpness`` (``mean_stddev``,
     ``mean_width`` per level) and ``nll`` (mean per value; None without a density).
-    ``units [Dy]``: factors that bring CRPS and sharpness into data units (a task's
-    standardisation ``std``); PIT, coverage and NLL are left as they are."""
+    ``units [Dy]``: the factors ``s`` from model to data units (a normaliser's ``y_scale``):
+    CRPS and sharpness are multiplied by them and each value's NLL gains ``log s`` (change
+    of variables ``y = offset + s z``), so every figure is in data units; PIT and coverage
+    have none."""
     rng = np.random.default_rng(seed)
     levels = [float(a) for a in levels]
     pits, crps, sds, widths, nlls = [], [], [], [], []
@@ -315,7 +317,7 @@ def summarize(marginals, levels=LEVELS, bins=PIT_BINS, seed=0, units=None):
         lo, hi = m.intervals(levels)
         widths.append(((hi - lo) * unit)[:, obs])
         nll = m.nll() if m.has_density else None
-        nlls.append(None if nll is None else nll[obs])
+        nlls.append(None if nll is None else (nll + np.log(unit))[obs])
     pit = np.concatenate(pits)
     if pit.size == 0:
         raise ValueError("no observed target values to assess calibration on")
@@ -450,7 +452,8 @@ def load_recalibration(run_dir, checkpoint):
 
 def data_units(normaliser):
     """``(factors [Dy], "data")``: the per-output spread factors from model units to data
-    units (a :class:`~taylorformer.normaliser.Normaliser`'s ``y_scale``); ``(None,
+    units (a :class:`~taylorformer.normaliser.Normaliser`'s ``y_scale``) for
+    :func:`summarize`, whose CRPS, sharpness and NLL are then in data units; ``(None,
     "model")`` without a normaliser or for an identity one."""
     if normaliser is None or normaliser.identity_y:
         return None, "model"

@@ -120,7 +120,7 @@ def test_coverage_of_a_correctly_specified_predictive_is_nominal():
     assert report["nll"] == pytest.approx(-stats.norm.logpdf(y, loc, sd).mean())
 
 
-def test_crps_and_sharpness_in_data_units_for_a_standardising_task():
+def test_crps_sharpness_and_nll_in_data_units_for_a_standardising_task():
     from taylorformer.normaliser import Normaliser
 
     standardised = Normaliser.from_dict({"x_offset": [0.0], "x_scale": [1.0], "y_offset": [7.0], "y_scale": [3.0]})
@@ -132,7 +132,9 @@ def test_crps_and_sharpness_in_data_units_for_a_standardising_task():
     assert cal.data_units(Normaliser.identity(1, 1)) == (None, "model")
     assert scaled["crps"] == pytest.approx(3 * plain["crps"])
     assert scaled["sharpness"]["mean_stddev"] == pytest.approx(3 * plain["sharpness"]["mean_stddev"])
-    assert scaled["pit"] == plain["pit"] and scaled["nll"] == plain["nll"]
+    assert scaled["pit"] == plain["pit"]
+    # the density of y = 7 + 3 z is the density of z over 3 (SciPy, in data units)
+    assert scaled["nll"] == pytest.approx(-stats.norm.logpdf(7 + 3 * y, 7 + 3 * loc, 3 * sd).mean())
 
 
 def test_unobserved_and_padded_targets_are_left_out():
@@ -215,6 +217,27 @@ def run(tmp_path_factory):
     run_dir.write_definition(model.spec, {"train": {"batch_size": 4}, "task": "gp", "task_config": TASK})
     run_dir.save_model(model, "best.keras")
     return out
+
+
+def test_calibration_of_a_run_with_a_normaliser_is_in_data_units(run, tmp_path):
+    """The same weights with a normaliser of ``y_scale`` s: the report says data units and
+    its NLL is the model-unit NLL plus log s (change of variables), its CRPS s times."""
+    from taylorformer.normaliser import Normaliser
+    from taylorformer.workflow.run_dir import RunDirectory
+    from taylorformer.workflow.runs import calibrate_run
+
+    scaled = tmp_path / "scaled"
+    scaled.mkdir()
+    for name in ("spec.json", "config.json"):
+        (scaled / name).write_bytes((run / name).read_bytes())
+    model = RunDirectory(str(run)).load_model()
+    model.normaliser = Normaliser([0.0], [1.0], [5.0], [4.0], ["x"], ["y"], [""], [""])
+    RunDirectory(str(scaled)).save_model(model, "best.keras")
+    options = {"num_batches": 2, "batch_size": 4, "use_stored": False}
+    plain, data = calibrate_run(str(run), **options), calibrate_run(str(scaled), **options)
+    assert plain["units"] == "model" and data["units"] == "data"
+    assert data["nll"] == pytest.approx(plain["nll"] + np.log(4.0), rel=1e-6)
+    assert data["crps"] == pytest.approx(4.0 * plain["crps"], rel=1e-6)
 
 
 def test_cli_evaluate_calibration_recalibrate_and_predict(run, tmp_path, capsys):

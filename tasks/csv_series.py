@@ -732,21 +732,34 @@ class CSVSeriesTask(Task):
         the data have no dates); for several windows a MultiIndex ``(window_start, date)``.
         Columns: a MultiIndex ``(target column, statistic)`` with ``truth`` (the observed
         value; NaN where it is missing), ``mean``, ``std`` and one ``q<level>`` column per
-        quantile level (e.g. ``q0.05``), estimated from ``num_samples`` samples (see
-        :meth:`forecast`; quantiles need ``num_samples >= 1``). ``windows``: as in :meth:`forecast`; one int
-        gives the single-window (date-indexed) frame. ``memory_budget``, ``progress``: as in
-        :meth:`forecast`.
+        quantile level (e.g. ``q0.05``). How the quantiles were computed is the frame's
+        ``attrs["quantile_method"]``, as ``predict`` computes them
+        (:func:`~taylorformer.prediction.query.predict_query`): a conditional model's are its
+        predictive's own quantiles (``"analytic (the predictive's own quantile)"``), an
+        autoregressive model's are estimated from its ``num_samples`` joint forecast paths
+        (``"Monte Carlo over S sampled paths"``; they need ``num_samples >= 1``).
+        ``windows``: as in :meth:`forecast`; one int gives the single-window (date-indexed)
+        frame. ``memory_budget``, ``progress``: as in :meth:`forecast`.
         """
         import pandas as pd
 
+        from taylorformer.prediction.query import monte_carlo_quantiles, predictive_quantiles
+
         levels = [check_number("forecast_frame", "quantiles", q, 0.0, 1.0) for q in np.atleast_1d(quantiles)]
-        if levels and not num_samples:
-            raise TaskError(f"forecast_frame: quantiles {levels} are estimated from samples; pass "
-                            "num_samples >= 1 (or quantiles=())")
+        causal = getattr(model, "causal", False)
+        if levels and causal and not num_samples:
+            raise TaskError(f"forecast_frame: an autoregressive model's quantiles {levels} are estimated "
+                            "from its forecast paths; pass num_samples >= 1 (or quantiles=())")
         out = self.forecast(model, windows, num_samples=num_samples, seed=seed, memory_budget=memory_budget,
                             progress=progress)
-        quants = (np.quantile(out["samples"], levels, axis=0) if levels
-                  else np.zeros((0,) + out["mean"].shape))  # [Q, B, H, Dy]
+        if not levels:
+            quants, method = np.zeros((0,) + out["mean"].shape), None  # [Q, B, H, Dy]
+        elif causal:
+            quants = np.quantile(out["samples"], levels, axis=0)
+            method = monte_carlo_quantiles(num_samples, "sampled paths")
+        else:
+            quants, method = predictive_quantiles(model.distribution(self.batch(out["starts"])), levels, seed)
+            quants = self.to_original_units(quants)
         frames = []
         for i, start in enumerate(out["starts"]):
             truth = self.window(int(start))
@@ -760,9 +773,10 @@ class CSVSeriesTask(Task):
                 for q, level in zip(quants, levels):
                     data[(col, f"q{level:g}")] = q[i, :, j]
             frames.append(pd.DataFrame(data, index=index))
-        if np.ndim(windows) == 0 and not isinstance(windows, dict):
-            return frames[0]
-        return pd.concat(frames, keys=[int(s) for s in out["starts"]], names=["window_start"])
+        frame = (frames[0] if np.ndim(windows) == 0 and not isinstance(windows, dict)
+                 else pd.concat(frames, keys=[int(s) for s in out["starts"]], names=["window_start"]))
+        frame.attrs["quantile_method"] = method
+        return frame
 
     def can_plot(self):
         return True

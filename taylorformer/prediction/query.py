@@ -4,7 +4,8 @@ A *query* is a dict of NumPy arrays in the batch layout of :mod:`taylorformer.ba
 context ``xc [B, Nc, Dx]``, ``yc [B, Nc, Dy]`` and the inputs to predict at,
 ``xt [B, Nt, Dx]`` (plus ``sc``/``tc``/``st``/``tt`` for spatio-temporal models).
 :func:`predict_query` returns the predictive ``mean``/``stddev`` ``[B, Nt, Dy]``, the
-``quantiles`` ``[Q, B, Nt, Dy]`` at ``levels`` and optionally ``samples [S, B, Nt, Dy]``.
+``quantiles`` ``[Q, B, Nt, Dy]`` at ``levels``, their ``quantile_method`` (how they were
+computed: :func:`predictive_quantiles`) and optionally ``samples [S, B, Nt, Dy]``.
 
 Conditional models predict each target independently given the context, so the targets go
 through the model ``chunk_size`` at a time (the attention executor tiles inside each
@@ -35,6 +36,10 @@ FORMATS = (".npz", ".nc", ".csv", ".npy")
 MAX_MAGNITUDE = float(np.sqrt(np.finfo(np.float32).max))
 #: quantile levels reported by default: the median and the central 90% interval
 DEFAULT_LEVELS = (0.05, 0.5, 0.95)
+#: the ``quantile_method`` of quantiles read off the predictive's own quantile function
+ANALYTIC_QUANTILES = "analytic (the predictive's own quantile)"
+#: draws per point for the quantiles of a per-point family without a quantile function
+QUANTILE_DRAWS = 1000
 
 
 # ----------------------------------------------------------------------------- reading
@@ -224,27 +229,37 @@ def _as_batch(query, where, dtype=np.float32):
 
 
 # ----------------------------------------------------------------------------- predicting
-def _quantiles(dist, levels, seed):
-    """``[Q, ...]`` quantiles of a factorised predictive: exact where the per-point family
-    has a quantile function, else empirical from 1000 draws."""
+def monte_carlo_quantiles(num, what):
+    """The ``quantile_method`` of quantiles estimated from ``num`` draws (``what``: "sampled
+    paths" for an autoregressive model's joint forecasts, "draws per point" otherwise)."""
+    return f"Monte Carlo over {num} {what}"
+
+
+def predictive_quantiles(dist, levels, seed):
+    """``(quantiles [Q, ...], quantile_method)`` of a factorised predictive ``dist`` at
+    ``levels``: exact from the per-point family's own ``quantile``
+    (:data:`ANALYTIC_QUANTILES`), else empirical from :data:`QUANTILE_DRAWS` draws per point."""
     import tensorflow as tf
 
     base = getattr(dist, "distribution", dist)  # tfd.Independent wraps the per-point family
     try:
-        return np.stack([np.asarray(base.quantile(tf.cast(q, base.dtype))) for q in levels])
+        return np.stack([np.asarray(base.quantile(tf.cast(q, base.dtype))) for q in levels]), ANALYTIC_QUANTILES
     except NotImplementedError:
-        return np.quantile(np.asarray(dist.sample(1000, seed=seed)), levels, axis=0)
+        return (np.quantile(np.asarray(dist.sample(QUANTILE_DRAWS, seed=seed)), levels, axis=0),
+                monte_carlo_quantiles(QUANTILE_DRAWS, "draws per point"))
 
 
 def predict_query(model, query, levels=DEFAULT_LEVELS, num_samples=0, chunk_size=4096, seed=0,
                   verbose=1):
-    """``{"mean", "stddev", "quantiles", "levels"[, "samples"]}`` of ``model`` at the
-    query's targets (see the module docstring). Conditional models: ``chunk_size`` targets
+    """``{"mean", "stddev", "quantiles", "levels", "quantile_method"[, "samples"]}`` of
+    ``model`` at the query's targets (see the module docstring). Conditional models: the
+    predictive's own quantiles (:func:`predictive_quantiles`), ``chunk_size`` targets
     per forward pass, with a Keras progress bar when ``verbose`` (1: live bar, 2: one line
     per update, for logs); each chunk's forward pass is compiled
     (:meth:`~taylorformer.models.base.NeuralProcess.compiled_distribution`: at most two
     traces, the full chunk and the last). Autoregressive models:
-    ``num_samples`` joint samples (50 when 0) in one pass over all targets."""
+    ``num_samples`` joint samples (50 when 0) in one pass over all targets, their quantiles
+    Monte Carlo estimates over those paths."""
     import keras
 
     check_int("predict", "chunk_size", chunk_size)
@@ -265,15 +280,16 @@ def predict_query(model, query, levels=DEFAULT_LEVELS, num_samples=0, chunk_size
         samples = np.asarray(model.sample(batch_of(targets), num_samples or 50, seed=seed))
         return {"mean": samples.mean(0), "stddev": samples.std(0),
                 "quantiles": np.quantile(samples, levels, axis=0), "levels": np.asarray(levels),
+                "quantile_method": monte_carlo_quantiles(len(samples), "sampled paths"),
                 **({"samples": samples} if num_samples else {})}
     nt = targets["xt"].shape[1]
-    pieces = []
+    pieces, method = [], ANALYTIC_QUANTILES
     bar = (keras.utils.Progbar(-(-nt // chunk_size), verbose=verbose, unit_name="chunk")
            if verbose else None)
     for start in range(0, nt, chunk_size):
         dist = model.compiled_distribution(batch_of({k: v[:, start:start + chunk_size] for k, v in targets.items()}))
-        part = {"mean": np.asarray(dist.mean()), "stddev": np.asarray(dist.stddev()),
-                "quantiles": _quantiles(dist, levels, seed)}
+        part = {"mean": np.asarray(dist.mean()), "stddev": np.asarray(dist.stddev())}
+        part["quantiles"], method = predictive_quantiles(dist, levels, seed)
         if num_samples:
             part["samples"] = np.asarray(dist.sample(num_samples, seed=seed))
         pieces.append(part)
@@ -281,7 +297,7 @@ def predict_query(model, query, levels=DEFAULT_LEVELS, num_samples=0, chunk_size
             bar.add(1)
     axis = {"mean": 1, "stddev": 1, "quantiles": 2, "samples": 2}
     out = {k: np.concatenate([p[k] for p in pieces], axis[k]) for k in pieces[0]}
-    return {**out, "levels": np.asarray(levels)}
+    return {**out, "levels": np.asarray(levels), "quantile_method": method}
 
 
 # ----------------------------------------------------------------------------- data units
@@ -357,7 +373,8 @@ def write_predictions(path, query, result, normaliser=None):
     ``.npz`` (arrays by name), ``.nc`` (xarray Dataset over ``task, point, output, level,
     sample``) or ``.csv`` (one task: columns ``x*``, then ``mean_y*``, ``stddev_y*``,
     ``q<level>_y*``, ``sample<k>_y*`` per output). A recalibrated result's ``spread_scale
-    [Dy]`` is written too (``.csv``: a ``spread_scale_y*`` column per output). Written to a
+    [Dy]`` is written too (``.csv``: a ``spread_scale_y*`` column per output), and so is the
+    ``quantile_method`` (``.nc``: an attribute of ``quantiles``; ``.csv``: a column). Written to a
     temporary file, then renamed. With the ``normaliser`` the result is in the data's units
     of (:func:`to_data_units`): the CSV columns take its variable names (``mean_<name>``),
     the ``.nc`` its names as ``input``/``output`` coordinates and ``units`` attributes, the
@@ -407,6 +424,8 @@ def _frame(arrays, path, names=None):
                          "columns q<level> (6 significant digits); give distinct levels")
     if "spread_scale" in arrays:  # a recalibrated prediction (taylorformer.prediction.calibration)
         columns.update({f"spread_scale_{y}": s for y, s in zip(ys, arrays["spread_scale"])})
+    if "quantile_method" in arrays:
+        columns["quantile_method"] = arrays["quantile_method"]
     return pd.DataFrame(columns)
 
 
@@ -424,6 +443,8 @@ def _dataset(arrays, names=None):
         coords.update(input=list(names[0]), output=list(names[1]),
                       output_units=("output", [u or "" for u in names[2]]))
     data = xr.Dataset({k: (dims[k], v) for k, v in arrays.items() if k in dims}, coords=coords)
+    if "quantile_method" in arrays:
+        data["quantiles"].attrs["quantile_method"] = str(arrays["quantile_method"])
     if names is not None:
         units = set(names[2])
         for key in ("mean", "stddev", "quantiles", "samples"):

@@ -49,6 +49,7 @@ def test_chunked_prediction_equals_one_dense_pass(model, chunk_size):
     np.testing.assert_allclose(out["stddev"], std, rtol=1e-5, atol=1e-5)
     assert out["samples"].shape == (3, 2, 23, 2)
     # Gaussian predictive: the quantile at level q is mean + stddev * Phi^-1(q)
+    assert out["quantile_method"] == "analytic (the predictive's own quantile)"
     for q, values in zip(out["levels"], out["quantiles"]):
         np.testing.assert_allclose(values, mean + std * stats.norm.ppf(q), rtol=1e-4, atol=1e-4)
 
@@ -66,6 +67,7 @@ def test_autoregressive_prediction_summarises_joint_samples():
     assert samples.shape == (16, 1, 4, 1)
     np.testing.assert_allclose(out["mean"], samples.mean(0), rtol=1e-6)
     np.testing.assert_allclose(out["quantiles"], np.quantile(samples, (0.1, 0.9), axis=0), rtol=1e-6)
+    assert out["quantile_method"] == "Monte Carlo over 16 sampled paths"
 
 
 def test_cli_csv_context_and_inputs(model, run_dir, tmp_path):
@@ -87,6 +89,7 @@ def test_cli_csv_context_and_inputs(model, run_dir, tmp_path):
     np.testing.assert_allclose(frame[["stddev_y0", "stddev_y1"]].to_numpy(), std[0], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(frame["q0.75_y1"], mean[0, :, 1] + std[0, :, 1] * stats.norm.ppf(0.75),
                                rtol=1e-4, atol=1e-4)
+    assert set(frame["quantile_method"]) == {"analytic (the predictive's own quantile)"}
 
 
 @pytest.mark.parametrize("fmt", [".npz", ".nc"])
@@ -104,10 +107,12 @@ def test_cli_array_files_batched(model, run_dir, tmp_path, fmt):
                  "--output", str(out), "--samples", "2"]) == 0
     if fmt == ".npz":
         with np.load(out) as data:
-            mean, samples = data["mean"], data["samples"]
+            mean, samples, method = data["mean"], data["samples"], str(data["quantile_method"])
     else:
         with pytest.importorskip("xarray").open_dataset(out) as data:
             mean, samples = data["mean"].values, data["samples"].values
+            method = data["quantiles"].attrs["quantile_method"]
+    assert method == "analytic (the predictive's own quantile)"
     np.testing.assert_allclose(mean, _dense(model, query)[0], rtol=1e-4, atol=1e-5)
     assert samples.shape == (2, 3, 23, 2)
 

@@ -336,9 +336,13 @@ def test_bad_covariates_and_calendar_features_are_named(tmp_path, kw, pattern):
 # ----------------------------------------------------------------- forecasts
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
         "head": {"width": 16, "hidden_layers": 1}}
+TINY_AR = {"preset": "tnp-a", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8,
+                                          "ffn_width": 16}, "head": {"width": 16, "hidden_layers": 1}}
 
 
 def test_forecast_frame_is_indexed_by_target_date_in_original_units(tmp_path):
+    from scipy import stats
+
     import taylorformer as tfm
 
     task = make(write_csv(tmp_path, n=100), target_columns=["y", "z"], calendar_features=["hour"])
@@ -357,20 +361,36 @@ def test_forecast_frame_is_indexed_by_target_date_in_original_units(tmp_path):
     train = 10 * np.arange(60.0) ** 2 + 3
     np.testing.assert_allclose(frame[("z", "mean")], mean_z * train.std() + train.mean(), rtol=1e-5)
     np.testing.assert_allclose(frame[("z", "std")], std_z * train.std(), rtol=1e-5)
-    # 2000 draws of a Gaussian: the 10%/90% quantiles near mean -/+ 1.2816 std (sd of the
-    # estimate 0.04)
-    for col in ("y", "z"):
-        z_lo = (frame[(col, "q0.1")] - frame[(col, "mean")]) / frame[(col, "std")]
-        z_hi = (frame[(col, "q0.9")] - frame[(col, "mean")]) / frame[(col, "std")]
-        np.testing.assert_allclose(z_lo, -1.2816, atol=0.2)
-        np.testing.assert_allclose(z_hi, 1.2816, atol=0.2)
-    several = task.forecast_frame(model, next(iter(task.dataset("test", batch_size=2))), num_samples=10)
+    # a conditional model's quantiles are its Gaussian predictive's own, mapped back:
+    # the predictive's quantile function, and SciPy's Normal at the mapped mean and std
+    assert frame.attrs["quantile_method"] == "analytic (the predictive's own quantile)"
+    for level in (0.1, 0.5, 0.9):
+        own = dist.quantile(level).numpy()[0, :, 1] * train.std() + train.mean()
+        np.testing.assert_allclose(frame[("z", f"q{level:g}")], own, rtol=1e-5)
+        np.testing.assert_allclose(frame[("z", f"q{level:g}")],
+                                   stats.norm.ppf(level, frame[("z", "mean")], frame[("z", "std")]), rtol=1e-4)
+    several = task.forecast_frame(model, next(iter(task.dataset("test", batch_size=2))), num_samples=0)
     assert several.index.names == ["window_start", "date"]
     assert list(several.index.get_level_values(0).unique()) == [80, 81]
-    with pytest.raises(TaskError, match="quantiles .* need|pass num_samples >= 1"):
-        task.forecast_frame(model, start, num_samples=0)
+    assert several.attrs["quantile_method"] == frame.attrs["quantile_method"]
     with pytest.raises(TaskError, match="window start 99 out of range"):
         task.forecast_frame(model, 99)
+
+
+def test_forecast_frame_of_an_autoregressive_model_labels_monte_carlo_quantiles(tmp_path):
+    """An autoregressive model's quantiles are the empirical quantiles of its forecast
+    paths (NumPy, on the same paths), labelled with their number; none without paths."""
+    import taylorformer as tfm
+
+    task = make(write_csv(tmp_path, n=100))
+    model = tfm.build_model(TINY_AR, dim_x=task.dim_x, dim_y=1)
+    start = int(task.window_starts("test")[0])
+    frame = task.forecast_frame(model, start, num_samples=8, quantiles=(0.1, 0.9), seed=2)
+    assert frame.attrs["quantile_method"] == "Monte Carlo over 8 sampled paths"
+    paths = task.forecast(model, start, num_samples=8, seed=2)["samples"][:, 0, :, 0]  # [S, H]
+    np.testing.assert_allclose(frame[("y", "q0.9")], np.quantile(paths, 0.9, axis=0), rtol=1e-12)
+    with pytest.raises(TaskError, match="estimated from its forecast paths; pass num_samples >= 1"):
+        task.forecast_frame(model, start, num_samples=0)
 
 
 def test_forecast_plot_draws_history_truth_and_bands_against_dates(tmp_path):

@@ -343,28 +343,44 @@ def to_data_units(result, normaliser):
 def predict_data(model, xc, yc, xt, levels=DEFAULT_LEVELS, num_samples=0, chunk_size=4096, seed=0,
                  verbose=0, **groups):
     """Predict from raw data: the context ``xc [Nc, Dx]``, ``yc [Nc, Dy]`` and the inputs
-    ``xt [Nt, Dx]`` (or ``[B, N, D]``; NaN in ``yc``: not observed) in the data's units, as
-    a model file's normaliser describes them (``model.normaliser``,
-    :mod:`taylorformer.normaliser`). Returns :func:`predict_query`'s dict in the data's
-    units, ``[B, Nt, Dy]`` float64 (``quantiles [Q, B, Nt, Dy]``), with ``y_names`` and
-    ``y_units``. A model without a normaliser (a file written before they were saved)
-    predicts in its own units, with a warning. ``groups``: ``sc``/``tc``/``st``/``tt``
-    for spatio-temporal models, passed as they are."""
+    ``xt [Nt, Dx]`` (NaN in ``yc``: not observed) in the data's units, as a model file's
+    normaliser describes them (``model.normaliser``, :mod:`taylorformer.normaliser`).
+    Returns :func:`predict_query`'s dict in the data's units, float64, with ``y_names``
+    and ``y_units``, shaped as the inputs were given, so that a loop over single tasks
+    (e.g. leave-one-out) gets one value per point, not a silent broadcast:
+
+    - unbatched (every array ``[N, D]`` or ``[N]``, a 1-D array one column):
+      ``mean``/``stddev [Nt, Dy]``, ``quantiles [Q, Nt, Dy]``, ``samples [S, Nt, Dy]``;
+      with ``yc`` given as ``[Nc]``, ``[Nt]`` (``[Q, Nt]``, ``[S, Nt]``);
+    - batched (any array ``[B, N, D]``; ``[N, D]`` ones shared by the batch):
+      ``[B, Nt, Dy]`` (``[Q, B, Nt, Dy]``, ``[S, B, Nt, Dy]``).
+
+    A model without a normaliser (a file written before they were saved) predicts in its
+    own units, with a warning. ``groups``: ``sc``/``tc``/``st``/``tt`` for spatio-temporal
+    models, passed as they are."""
     import warnings
 
     from taylorformer.normaliser import Normaliser
 
-    query = _as_batch({"xc": xc, "yc": yc, "xt": xt, **groups}, "predict_data", np.float64)
+    arrays = {"xc": xc, "yc": yc, "xt": xt, **groups}
+    unbatched = all(np.ndim(v) <= 2 for v in arrays.values())
+    query = _as_batch(arrays, "predict_data", np.float64)
     normaliser = getattr(model, "normaliser", None)
     if normaliser is None:
         warnings.warn(f"model {model.name!r} has no saved normaliser (a model file written before "
                       "taylorformer saved one): its inputs and predictions are in the model's own units",
                       stacklevel=2)
         normaliser = Normaliser.identity(model.dim_x, model.dim_y)
-    result = predict_query(model, to_model_units(query, normaliser, "predict_data"), levels=levels,
-                           num_samples=num_samples, chunk_size=chunk_size, seed=seed, verbose=verbose)
-    return {**to_data_units(result, normaliser), "y_names": list(normaliser.y_names),
-            "y_units": list(normaliser.y_units)}
+    result = to_data_units(predict_query(model, to_model_units(query, normaliser, "predict_data"),
+                                         levels=levels, num_samples=num_samples, chunk_size=chunk_size,
+                                         seed=seed, verbose=verbose), normaliser)
+    if unbatched:  # the task axis: 0 of mean/stddev, 1 of quantiles/samples
+        squeeze_y = np.ndim(yc) == 1
+        for key, axis in (("mean", 0), ("stddev", 0), ("quantiles", 1), ("samples", 1)):
+            if key in result:
+                value = np.squeeze(result[key], axis)
+                result[key] = value[..., 0] if squeeze_y else value
+    return {**result, "y_names": list(normaliser.y_names), "y_units": list(normaliser.y_units)}
 
 
 # ----------------------------------------------------------------------------- writing

@@ -129,9 +129,9 @@ def test_raw_units_in_raw_units_out(run, tmp_path):
     mean, std = ref["mean"] * task.std + task.mean, ref["stddev"] * task.std
     quantiles = ref["quantiles"] * task.std + task.mean
     out = predict_data(model, xc, yc, xt)
-    np.testing.assert_allclose(out["mean"], mean, rtol=1e-5)
-    np.testing.assert_allclose(out["stddev"], std, rtol=1e-5)
-    np.testing.assert_allclose(out["quantiles"], quantiles, rtol=1e-5)
+    np.testing.assert_allclose(out["mean"], mean[0], rtol=1e-5)  # one task in, one task out
+    np.testing.assert_allclose(out["stddev"], std[0], rtol=1e-5)
+    np.testing.assert_allclose(out["quantiles"], quantiles[:, 0], rtol=1e-5)
     assert out["y_names"] == ["co2"] and out["mean"].min() > 300  # ppm, not z-scores
 
     pd.DataFrame({"position": xc[:, 0], "temp": xc[:, 1], "co2": yc[:, 0]}).to_csv(tmp_path / "ctx.csv", index=False)
@@ -192,6 +192,39 @@ def test_final_evaluation_recorded_in_the_card(run, tmp_path):
     assert "in the data's units: loglik" in text
 
 
+def test_predict_data_keeps_the_inputs_unbatched(run):
+    """Unbatched raw inputs give unbatched predictions: a leave-one-out loop with ``yc [N]``
+    gives one mean per point, ``[N]``, equal to predict_query on each point's context
+    standardised and mapped back by hand (NumPy); ``[N, D]`` inputs give ``[Nt, Dy]``,
+    batched ones ``[B, Nt, Dy]``."""
+    model, task, _ = load_run(str(run))
+    rng = np.random.default_rng(1)
+    n = 6
+    x = np.stack([np.linspace(-1, 0.4, n), 285 + 3 * rng.normal(size=n)], -1)
+    y = 405 + 2 * rng.normal(size=n)
+    mean, std = float(np.ravel(task.mean)[0]), float(np.ravel(task.std)[0])
+
+    def model_x(a):
+        return np.stack([a[:, 0], (a[:, 1] - task.covariate_mean[0]) / task.covariate_std[0]], -1)[None]
+
+    by_hand = [predict_query(model, {"xc": model_x(np.delete(x, i, 0)).astype(np.float32),
+                                     "yc": ((np.delete(y, i) - mean) / std)[None, :, None].astype(np.float32),
+                                     "xt": model_x(x[i:i + 1]).astype(np.float32)}, verbose=0)["mean"][0, 0, 0]
+               for i in range(n)]
+    loo = np.concatenate([predict_data(model, np.delete(x, i, 0), np.delete(y, i), x[i:i + 1])["mean"]
+                          for i in range(n)])
+    assert loo.shape == (n,) and (y - loo).shape == (n,)
+    np.testing.assert_allclose(loo, np.array(by_hand) * std + mean, rtol=1e-5)
+
+    out = predict_data(model, x[:4], y[:4, None], x[4:], num_samples=3)
+    assert out["mean"].shape == out["stddev"].shape == (2, 1)
+    assert out["quantiles"].shape == (3, 2, 1) and out["samples"].shape == (3, 2, 1)
+    assert predict_data(model, x[:4], y[:4], x[4:], num_samples=3)["samples"].shape == (3, 2)
+    batched = predict_data(model, np.stack([x[:4]] * 2), np.stack([y[:4, None]] * 2), x[4:])
+    assert batched["mean"].shape == (2, 2, 1) and batched["quantiles"].shape == (3, 2, 2, 1)
+    np.testing.assert_allclose(batched["mean"][1], out["mean"], rtol=1e-6)
+
+
 def test_old_model_file_loads_without_normaliser():
     """A file of taylorformer 0.1.0 (before normalisers): loads, says so, predicts in its
     own units (predict_data warns and equals predict_query)."""
@@ -205,7 +238,7 @@ def test_old_model_file_loads_without_normaliser():
         out = predict_data(model, xc, yc, xt)
     ref = predict_query(model, {"xc": xc[None].astype(np.float32), "yc": yc[None].astype(np.float32),
                                 "xt": xt[None].astype(np.float32)}, verbose=0)
-    np.testing.assert_allclose(out["mean"], ref["mean"], rtol=1e-6)
+    np.testing.assert_allclose(out["mean"], ref["mean"][0], rtol=1e-6)
     assert "note: no normaliser saved" in _cli("info", OLD)[1]
 
 

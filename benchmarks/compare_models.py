@@ -55,9 +55,10 @@ def main():
         start = time.time()
         trainer = training.train(model, args.task, task_config, out_dir=out_dir, steps=args.max_steps,
                                  batch_size=args.batch_size, learning_rate=args.lr,
-                                 time_budget_s=args.minutes * 60, jit_compile=args.xla,
+                                 time_budget=args.minutes * 60, jit_compile=args.xla,
                                  budget_clock="cpu" if args.cpu_clock else "wall",
-                                 val_every=200, val_batches=4, checkpoint_every=1000, verbose=0)
+                                 val_every=200, val_batches=4, checkpoint_every=1000, verbose=0,
+                                 evaluate=False)
         row = {"model": name, "steps": int(trainer.step.numpy()), "train_s": round(time.time() - start, 1),
                "params": int(trainer.model.count_params()), "variants": []}
         for variant in variants:

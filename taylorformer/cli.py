@@ -163,21 +163,14 @@ def _json_arg(text, what):
 
 
 def _print_json(result):
-    """Strict JSON (NaN, e.g. the stderr of one task, prints as null)."""
-    def clean(value):
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        return value
+    from taylorformer.files import json_text
 
-    print(json.dumps(clean(result), indent=2, allow_nan=False))
+    print(json_text(result))
 
 
 def _cmd_train(args):
-    from taylorformer.workflow import runs, training
+    """Train, then (the chief) evaluate, record, print and plot: :func:`training.finish_run`."""
+    from taylorformer.workflow import training
 
     verbose = 1 if sys.stdout.isatty() else 2  # no progress-bar escape codes in log files
     options = {"batch_size": args.batch_size, "learning_rate": args.lr, "schedule": args.schedule,
@@ -186,35 +179,20 @@ def _cmd_train(args):
                "strategy": args.strategy, "val_every": args.val_every,
                "val_batches": args.val_batches, "nan_policy": args.nan_policy,
                "checkpoint_every": args.checkpoint_every, "steps": args.steps,
-               "time_budget_s": args.time_budget, "num_permutations": args.num_permutations}
+               "time_budget": args.time_budget, "num_permutations": args.num_permutations}
     if args.resume:
         # a resumed run keeps its saved config; only an explicit --steps extends it
-        trainer = training.train(resume=args.resume, verbose=verbose,
-                                 **({"steps": args.steps} if args.steps is not None else {}))
+        training.train(resume=args.resume, verbose=verbose, evaluate=not args.no_eval,
+                       eval_batches=args.eval_batches, **({"steps": args.steps} if args.steps is not None else {}))
     else:
         options = {k: v for k, v in options.items() if v is not None}
         model = args.model
         if model is None:
             model = MAIN_JOB_MODEL
             options.setdefault("steps", MAIN_JOB_STEPS)
-        trainer = training.train(model=model, task=args.task,
-                                 task_config=_json_arg(args.task_config, "--task-config"),
-                                 out_dir=args.out, verbose=verbose, **options)
-    if not trainer.chief:  # a non-chief worker of a cluster: the chief writes and evaluates
-        return 0
-    print(f"run directory: {trainer.out_dir}")
-    if args.no_eval:
-        return 0
-    result = runs.evaluate_run(trainer.out_dir, num_batches=args.eval_batches)
-    runs.record_evaluation(trainer.out_dir, result)
-    _print_json(result)
-    if "gap_to_gt" in result:
-        print(f"log-likelihood {result['loglik']['mean']:.3f} +- {1.96 * result['loglik']['stderr']:.3f}; "
-              f"exact GP ceiling {result['gt_loglik']['mean']:.3f}; "
-              f"gap {result['gap_to_gt']['mean']:.3f}")
-    if "verdict" in result:
-        print(f"verdict: {result['verdict']}")
-    print(f"plot: {runs.plot_run(trainer.out_dir)}")
+        training.train(model=model, task=args.task, task_config=_json_arg(args.task_config, "--task-config"),
+                       out_dir=args.out, verbose=verbose, evaluate=not args.no_eval,
+                       eval_batches=args.eval_batches, **options)
     return 0
 
 
@@ -458,10 +436,9 @@ def _cmd_replicate(args):
         task_config=_json_arg(args.task_config, "--task-config"), batch_size=args.batch_size,
         model_overrides=_json_arg(args.model_overrides, "--model-overrides"),
         jit_compile="auto" if args.xla is None else args.xla, verbose=1 if sys.stdout.isatty() else 2,
-        time_budget_s=args.time_budget)
+        time_budget=args.time_budget)
     if record is None:  # the time budget ran out: checkpointed, nothing recorded
         return 0
-    print(f"run directory: {record['out_dir']}")
     print(replication.comparison(replication.get_row(args.row), record))
     if record["paired_baseline"]:
         print(f"paired with {record['paired_baseline']} on the same windows: ours - {record['paired_baseline']} = "

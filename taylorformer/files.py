@@ -15,6 +15,8 @@ The names of a run directory's files live here, at the bottom, because the outpu
 must know them; :mod:`taylorformer.workflow.run_dir` lays a run out with the same names.
 """
 import contextlib
+import json
+import math
 import os
 import shutil
 import tempfile
@@ -104,6 +106,21 @@ def atomic_write_text(path, text):
     """Write ``text`` to ``path`` through :func:`atomic_path`."""
     with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
         fh.write(text)
+
+
+def json_text(value):
+    """``value`` as strict, indented JSON text (a NaN or inf, e.g. the stderr of one task,
+    is null), as a command prints a result."""
+    def clean(item):
+        if isinstance(item, float) and not math.isfinite(item):
+            return None
+        if isinstance(item, dict):
+            return {k: clean(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [clean(v) for v in item]
+        return item
+
+    return json.dumps(clean(value), indent=2, allow_nan=False)
 
 
 def check_output_path(path, flag="--output", reads=(), run_dir=None):

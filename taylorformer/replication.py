@@ -647,9 +647,9 @@ def training_wall_s(out_dir):
 
 def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_tasks=None,
               task_config=None, jit_compile="auto", verbose=2, seed=0, batch_size=None,
-              model_overrides=None, time_budget_s=None):
+              model_overrides=None, time_budget=None):
     """Train and evaluate the registered row ``row_id``; returns the results record (dict),
-    or None when ``time_budget_s`` ran out first.
+    or None when ``time_budget`` ran out first.
 
     ``budget``: ``"paper"`` (the paper's steps and evaluation size), ``"small"`` (the row's
     :class:`SmallBudget`) or a number of steps (evaluated on the small budget's tasks).
@@ -662,7 +662,7 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     paper's protocol, for a smaller device or a smoke test: they are recorded in the command.
     The record is appended to the CSV ``results`` (None: not recorded).
 
-    ``time_budget_s``: stop training after this many seconds of wall time, checkpointed; the
+    ``time_budget``: stop training after this many seconds of wall time, checkpointed; the
     run is then neither evaluated nor recorded, and the same call again resumes it (a paper
     budget spread over several sessions). The record's ``wall_s`` is the run's training time
     over all its sessions plus this call's evaluation.
@@ -689,11 +689,12 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
         options["batch_size"] = batch_size
     out_dir, resume = _resolve_out(row, out, label)
     if resume:
-        trainer = training.train(resume=out_dir, steps=steps, verbose=verbose, time_budget_s=time_budget_s)
+        trainer = training.train(resume=out_dir, steps=steps, verbose=verbose, evaluate=False,
+                                 time_budget=time_budget)
     else:
         trainer = training.train(model=row.model_spec(), task=row.task, task_config=row.task_config,
-                                 out_dir=out_dir, verbose=verbose, seed=seed, jit_compile=jit_compile,
-                                 time_budget_s=time_budget_s, **options)
+                                 out_dir=out_dir, verbose=verbose, evaluate=False, seed=seed, jit_compile=jit_compile,
+                                 time_budget=time_budget, **options)
     trained = trainer.steps_done
     if trained < steps:
         if verbose:

@@ -53,7 +53,8 @@ def main():
             model, options = RECIPES[name]
             out = os.path.join(args.out, f"{name}-s{seed}")
             start = time.perf_counter()
-            training.train(model, "gp", out_dir=out, verbose=0, tensorboard=False, seed=seed, **options)
+            training.train(model, "gp", out_dir=out, verbose=0, evaluate=False, tensorboard=False, seed=seed,
+                           **options)
             train_s = time.perf_counter() - start
             result = runs.evaluate_run(out, batch_size=16)
             print(json.dumps({"recipe": name, "seed": seed, "train_s": round(train_s, 1),

@@ -23,6 +23,7 @@ from taylorformer.workflow import callbacks as run_callbacks
 from taylorformer.workflow import runs
 from taylorformer.checks import check_bool, check_choice, check_int, check_number
 from taylorformer.errors import RunDirectoryError, SpecError, TaskError
+from taylorformer.files import json_text
 from taylorformer.models import build_model
 from taylorformer.workflow.run_dir import RunDirectory
 from taylorformer.spec import check_dtype_policy, resolve_spec
@@ -31,6 +32,8 @@ from taylorformer.task import can_plot
 STRATEGIES = ("default", "mirrored", "multi-worker")
 SCHEDULES = ("constant", "cosine")
 NAN_POLICIES = ("stop", "skip")
+#: train config keys renamed: old name -> new name (the CLI's), still read with a warning
+RENAMED_OPTIONS = {"time_budget_s": "time_budget"}
 
 
 @dataclasses.dataclass
@@ -54,7 +57,7 @@ class TrainConfig:
     checkpoint_every: int = 250
     keep_checkpoints: int = 2
     nan_policy: str = "stop"  # "skip": drop a step whose loss or gradient is not finite
-    time_budget_s: float = None  # stop (validate, checkpoint, save) after this much time
+    time_budget: float = None  # seconds; stop (validate, checkpoint, save) after this much time
     budget_clock: str = "wall"  # "cpu": count this process's CPU seconds (fair under shared load)
     num_permutations: int = 0  # autoregressive models: K random target orders per task and step
     tensorboard: bool = True  # TensorBoard logs (scalars + prediction images) in RUN_DIR/tensorboard
@@ -73,13 +76,28 @@ class TrainConfig:
             check_number(owner, name, getattr(self, name), low=0, low_open=True)
         for name in ("weight_decay", "min_learning_rate"):
             check_number(owner, name, getattr(self, name), low=0)
-        check_number(owner, "time_budget_s", self.time_budget_s, low=0, low_open=True, optional=True)
+        check_number(owner, "time_budget", self.time_budget, low=0, low_open=True, optional=True)
         check_choice(owner, "jit_compile", self.jit_compile, (True, False, "auto"))
         check_dtype_policy(owner, "dtype_policy", self.dtype_policy)
         check_bool(owner, "tensorboard", self.tensorboard)
         for name, allowed in (("schedule", SCHEDULES), ("strategy", STRATEGIES),
                               ("budget_clock", ("wall", "cpu")), ("nan_policy", NAN_POLICIES)):
             check_choice(owner, name, getattr(self, name), allowed)
+
+
+def renamed_options(options, where):
+    """``options`` (a train config dict) with each old key of :data:`RENAMED_OPTIONS` under
+    its new name and a DeprecationWarning naming it; :class:`SpecError` where both are given."""
+    out = dict(options)
+    for old, new in RENAMED_OPTIONS.items():
+        if old in out:
+            if new in out:
+                raise SpecError(f"{where} gives both {old!r} and {new!r}: {old!r} is the old name of "
+                                f"{new!r}; give {new!r} only")
+            warnings.warn(f"{where}: train config option {old!r} is now {new!r}", DeprecationWarning,
+                          stacklevel=3)
+            out[new] = out.pop(old)
+    return out
 
 
 def make_strategy(name):
@@ -157,6 +175,7 @@ class Trainer:
         write_dir = out_dir if self.chief or out_dir is None else tempfile.mkdtemp(prefix="taylorformer-worker-")
         self.run_dir = RunDirectory(write_dir)
         self.resumed = False  # restore_latest: fit continues the run already in out_dir
+        self.evaluation = None  # the final evaluation of the run (finish_run)
         overrides = {"dim_x": task.dim_x, "dim_y": task.dim_y}
         if cfg.dtype_policy:
             overrides["dtype_policy"] = cfg.dtype_policy
@@ -256,8 +275,8 @@ class Trainer:
         best = max((float(r["val_loglik"]) for r in run.metrics_rows()), default=-math.inf)
         out = [] if cfg.nan_policy == "skip" else [keras.callbacks.TerminateOnNaN()]
         out += [run_callbacks.StepCounter(self.step, self.skipped, cfg.steps)]
-        if cfg.time_budget_s is not None:
-            out.append(run_callbacks.TimeBudget(cfg.time_budget_s, cfg.budget_clock))
+        if cfg.time_budget is not None:
+            out.append(run_callbacks.TimeBudget(cfg.time_budget, cfg.budget_clock))
         out += [run_callbacks.RunCheckpoints(run, self.checkpoint, self.step, cfg.checkpoint_every,
                                              cfg.keep_checkpoints),
                 run_callbacks.MetricsLog(run, self.step, self.skipped),
@@ -312,9 +331,39 @@ class Trainer:
         return self.run_dir.metrics_rows()[rows_before:] if self.chief else []
 
 
+def finish_run(trainer, task=None, evaluate=True, eval_batches=None, verbose=1):
+    """End a training run as ``taylorformer train`` does: the chief (alone) evaluates the
+    run's best model on ``eval_batches`` test batches (None: the task's test split),
+    records the result in its model card (:func:`runs.record_evaluation`) and plots
+    ``predictions.png``; with ``verbose`` it prints the run directory, the result (JSON)
+    and its summary lines. ``task``: the task object a run trained on one needs again.
+    Returns the result; None when not evaluated or not the chief."""
+    def say(text):
+        if verbose:
+            print(text, flush=True)
+
+    if not trainer.chief:  # a non-chief worker of a cluster: the chief writes and evaluates
+        return None
+    say(f"run directory: {trainer.out_dir}")
+    if not evaluate:
+        return None
+    result = runs.evaluate_run(trainer.out_dir, task=task, num_batches=eval_batches)
+    runs.record_evaluation(trainer.out_dir, result)
+    say(json_text(result))
+    if "gap_to_gt" in result:
+        say(f"log-likelihood {result['loglik']['mean']:.3f} +- {1.96 * result['loglik']['stderr']:.3f}; "
+            f"exact GP ceiling {result['gt_loglik']['mean']:.3f}; gap {result['gap_to_gt']['mean']:.3f}")
+    if "verdict" in result:
+        say(f"verdict: {result['verdict']}")
+    say(f"plot: {runs.plot_run(trainer.out_dir, task=task)}")
+    return result
+
+
 def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, resume=None,
-          callbacks=(), **train_kwargs):
-    """Train ``model`` (preset, dict or spec file) on a task; returns the Trainer.
+          callbacks=(), evaluate=True, eval_batches=None, **train_kwargs):
+    """Train ``model`` (preset, dict or spec file) on a task, then :func:`finish_run`
+    (``evaluate``, ``eval_batches``; ``verbose`` also prints its summary); returns the
+    Trainer, its ``evaluation`` the final result (None when not evaluated).
 
     ``task``: a registered task name (with ``task_config``) or a task object (e.g. from
     :func:`taylorformer.tasks.from_dataframe`; anything with ``dataset``, ``dim_x`` and
@@ -327,6 +376,9 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
     that run from its newest intact checkpoint with its saved spec, task and training
     config (``train_kwargs`` may raise ``steps``).
     """
+    check_bool("train", "evaluate", evaluate)
+    check_int("train", "eval_batches", eval_batches, optional=True)  # before training, not after
+    train_kwargs = renamed_options(train_kwargs, "train")
     known = [f.name for f in dataclasses.fields(TrainConfig)]
     unknown = sorted(set(train_kwargs) - set(known))
     if unknown:
@@ -335,6 +387,7 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
     if resume:
         run = RunDirectory(resume)
         saved, model = run.read_config(), run.read_spec()
+        saved["train"] = renamed_options(saved["train"], run.file("config.json"))
         if set(saved["train"]) - set(known):
             raise RunDirectoryError(f"{run.file('config.json')} is corrupt: unknown train config "
                                     f"keys {sorted(set(saved['train']) - set(known))}")
@@ -364,4 +417,6 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
     if resume:
         trainer.restore_latest()
     trainer.fit(verbose=verbose)
+    trainer.evaluation = finish_run(trainer, task=given, evaluate=evaluate, eval_batches=eval_batches,
+                                    verbose=verbose)
     return trainer

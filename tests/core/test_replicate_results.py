@@ -99,7 +99,7 @@ def test_a_time_budget_stops_checkpointed_and_the_same_call_resumes(tmp_path):
     out, results = str(tmp_path / "run"), str(tmp_path / "results.csv")
     tiny = {"encoder": {"layers": 1, "num_heads": 1, "head_dim": 4, "enc_dim": 4}}
     options = dict(budget=40, out=out, results=results, eval_tasks=4, model_overrides=tiny, verbose=0)
-    assert replication.replicate(ROW, time_budget_s=1e-6, **options) is None
+    assert replication.replicate(ROW, time_budget=1e-6, **options) is None
     assert not os.path.exists(results)
     first = replication.RunDirectory(out).metrics_rows()
     assert int(first[-1]["step"]) < 40

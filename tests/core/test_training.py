@@ -45,7 +45,7 @@ def test_short_training_run_loss_falls_and_run_dir_is_complete(tmp_path):
 def test_xla_and_cosine_schedule(tmp_path):
     trainer = training.train(TINY, "gp", task_config=TASK, out_dir=str(tmp_path / "r"), steps=4,
                              batch_size=4, jit_compile=True, schedule="cosine", val_every=4,
-                             val_batches=1, verbose=0)
+                             val_batches=1, verbose=0, evaluate=False)
     lr = float(trainer.optimizer.learning_rate.numpy())
     expect = 2e-5 + 0.5 * (1e-3 - 2e-5) * (1 + np.cos(np.pi * 4 / 4))  # the end of the decay
     np.testing.assert_allclose(lr, expect, rtol=1e-4)
@@ -56,7 +56,7 @@ def test_mixed_bfloat16_training_step_leaves_the_global_policy_alone(tmp_path):
 
     trainer = training.train(TINY, "gp", task_config=TASK, out_dir=str(tmp_path / "r"), steps=3,
                              batch_size=4, dtype_policy="mixed_bfloat16", val_every=3,
-                             val_batches=1, verbose=0)
+                             val_batches=1, verbose=0, evaluate=False)
     assert trainer.model.encoder.attn[0].compute_dtype == "bfloat16"
     assert all(v.dtype == "float32" for v in trainer.model.trainable_variables)
     assert keras.config.dtype_policy().name == "float32"
@@ -85,6 +85,54 @@ def test_cli_train_evaluate_plot(tmp_path, capsys):
     assert cli.main(["plot", str(run), "--out", str(png), "--samples", "3"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert cli.main(["evaluate", str(tmp_path / "nowhere")]) == 2
+
+
+def test_python_train_ends_as_the_cli_train_does(tmp_path, capsys):
+    """``tfm.train`` and ``taylorformer train`` with the same options leave the same final
+    evaluation in the best model's card, a ``predictions.png`` and the printed summary."""
+    import taylorformer as tfm
+    from taylorformer.model_card import read_model_file
+
+    options = {"steps": 2, "batch_size": 4, "val_every": 2, "val_batches": 1, "tensorboard": False}
+    trainer = tfm.train(TINY, "gp", TASK, out_dir=str(tmp_path / "py"), eval_batches=1, **options)
+    printed = capsys.readouterr().out
+    spec = tmp_path / "tiny.json"
+    spec.write_text(json.dumps(TINY))
+    assert cli.main(["train", "--model", str(spec), "--task", "gp", "--task-config", json.dumps(TASK),
+                     "--steps", "2", "--batch-size", "4", "--val-every", "2", "--val-batches", "1",
+                     "--no-tensorboard", "--eval-batches", "1", "--out", str(tmp_path / "cli")]) == 0
+    cli_printed = capsys.readouterr().out
+    cards = {name: read_model_file(tmp_path / name / "best.keras")["card"] for name in ("py", "cli")}
+    assert cards["py"]["evaluation"]["loglik"] == trainer.evaluation["loglik"]
+    assert set(cards["py"]["evaluation"]) == set(cards["cli"]["evaluation"])
+    np.testing.assert_allclose(cards["py"]["evaluation"]["loglik"]["mean"],
+                               cards["cli"]["evaluation"]["loglik"]["mean"], rtol=1e-5)
+    for name, text in (("py", printed), ("cli", cli_printed)):
+        png = tmp_path / name / "predictions.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"run directory: {tmp_path / name}" in text and f"plot: {png}" in text
+        assert "exact GP ceiling" in text
+    quiet = training.train(resume=str(tmp_path / "py"), steps=3, evaluate=False, verbose=0)
+    assert quiet.evaluation is None and capsys.readouterr().out == ""
+
+
+def test_time_budget_s_reads_as_time_budget_with_a_warning(tmp_path):
+    """The CLI's ``--time-budget`` is ``time_budget`` (seconds) in Python; the old
+    ``time_budget_s`` (an option, a run's config.json) still reads, warning with the new name."""
+    with pytest.raises(SpecError, match="both 'time_budget_s' and 'time_budget'"):
+        training.train(TINY, "gp", TASK, out_dir=str(tmp_path / "both"), time_budget=5, time_budget_s=5)
+    run = tmp_path / "run"
+    options = {"steps": 2, "batch_size": 4, "val_every": 2, "val_batches": 1, "tensorboard": False,
+               "evaluate": False, "verbose": 0}
+    with pytest.warns(DeprecationWarning, match="'time_budget_s' is now 'time_budget'"):
+        training.train(TINY, "gp", TASK, out_dir=str(run), time_budget_s=600, **options)
+    config = json.loads((run / "config.json").read_text())
+    assert config["train"]["time_budget"] == 600 and "time_budget_s" not in config["train"]
+    config["train"]["time_budget_s"] = config["train"].pop("time_budget")  # a run written before
+    (run / "config.json").write_text(json.dumps(config))
+    with pytest.warns(DeprecationWarning, match="config.json: train config option 'time_budget_s'"):
+        resumed = training.train(resume=str(run), steps=3, evaluate=False, verbose=0)
+    assert resumed.cfg.time_budget == 600 and resumed.steps_done == 3
 
 
 def test_cli_train_without_model_is_the_main_job(tmp_path):
@@ -168,7 +216,7 @@ def test_auto_jit_compile_is_xla_on_one_device_only():
 # ------------------------------------------------------------------ argument checks
 POSITIVE_INTS = ["steps", "batch_size", "val_every", "val_batches", "checkpoint_every",
                  "keep_checkpoints"]
-POSITIVE_FLOATS = ["learning_rate", "clip_norm", "time_budget_s"]
+POSITIVE_FLOATS = ["learning_rate", "clip_norm", "time_budget"]
 NON_NEGATIVE_FLOATS = ["weight_decay", "min_learning_rate"]
 
 
@@ -207,9 +255,10 @@ def test_train_config_rejects_every_bad_value_naming_the_key_and_value(option):
 
 def test_bad_train_values_fail_before_training_not_as_floating_point_errors(tmp_path):
     for options, key in [({"learning_rate": float("inf")}, "learning_rate"),
-                         ({"time_budget_s": -5}, "time_budget_s"),
-                         ({"time_budget_s": float("nan")}, "time_budget_s"),
-                         ({"num_permutations": -1}, "num_permutations")]:
+                         ({"time_budget": -5}, "time_budget"),
+                         ({"time_budget": float("nan")}, "time_budget"),
+                         ({"num_permutations": -1}, "num_permutations"),
+                         ({"eval_batches": 0}, "eval_batches"), ({"evaluate": "yes"}, "evaluate")]:
         with pytest.raises(SpecError, match=f"'{key}' must be"):
             training.train(TINY, "gp", TASK, out_dir=str(tmp_path / key), steps=2, verbose=0, **options)
         assert not (tmp_path / key).exists()

@@ -734,7 +734,7 @@ class CSVSeriesTask(Task):
         value; NaN where it is missing), ``mean``, ``std`` and one ``q<level>`` column per
         quantile level (e.g. ``q0.05``). How the quantiles were computed is the frame's
         ``attrs["quantile_method"]``, as ``predict`` computes them
-        (:func:`~taylorformer.prediction.query.predict_query`): a conditional model's are its
+        (:func:`~taylorformer.models.inference.predictive_quantiles`): a conditional model's are its
         predictive's own quantiles (``"analytic (the predictive's own quantile)"``), an
         autoregressive model's are estimated from its ``num_samples`` joint forecast paths
         (``"Monte Carlo over S sampled paths"``; they need ``num_samples >= 1``).
@@ -743,7 +743,7 @@ class CSVSeriesTask(Task):
         """
         import pandas as pd
 
-        from taylorformer.prediction.query import monte_carlo_quantiles, predictive_quantiles
+        from taylorformer.models.inference import monte_carlo_quantiles, predictive_quantiles
 
         levels = [check_number("forecast_frame", "quantiles", q, 0.0, 1.0) for q in np.atleast_1d(quantiles)]
         causal = getattr(model, "causal", False)

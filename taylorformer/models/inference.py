@@ -1,9 +1,15 @@
 """Log-likelihood and prediction front doors (in the spirit of neuralprocesses)."""
+import numpy as np
 import tensorflow as tf
 
 from taylorformer.batch import with_masks
 from taylorformer.models.bounded_sampling import independent_samples
 from taylorformer.models.target_order import seed_pair
+
+#: the ``quantile_method`` of quantiles read off the predictive's own quantile function
+ANALYTIC_QUANTILES = "analytic (the predictive's own quantile)"
+#: draws per point for the quantiles of a per-point family without a quantile function
+QUANTILE_DRAWS = 1000
 
 
 def with_unknown_targets(batch, dim_y):
@@ -73,3 +79,21 @@ def predict(model, batch, num_samples=0, seed=None, memory_budget=None, window_i
         ids = tf.range(b, dtype=tf.int64) if window_ids is None else tf.constant(window_ids, tf.int64)
         out["samples"] = independent_samples(dist, seed_pair(seed), ids, num_samples)
     return out
+
+
+def monte_carlo_quantiles(num, what):
+    """The ``quantile_method`` of quantiles estimated from ``num`` draws (``what``: "sampled
+    paths" for an autoregressive model's joint forecasts, "draws per point" otherwise)."""
+    return f"Monte Carlo over {num} {what}"
+
+
+def predictive_quantiles(dist, levels, seed):
+    """``(quantiles [Q, ...], quantile_method)`` of a factorised predictive ``dist`` at
+    ``levels``: exact from the per-point family's own ``quantile``
+    (:data:`ANALYTIC_QUANTILES`), else empirical from :data:`QUANTILE_DRAWS` draws per point."""
+    base = getattr(dist, "distribution", dist)  # tfd.Independent wraps the per-point family
+    try:
+        return np.stack([np.asarray(base.quantile(tf.cast(q, base.dtype))) for q in levels]), ANALYTIC_QUANTILES
+    except NotImplementedError:
+        return (np.quantile(np.asarray(dist.sample(QUANTILE_DRAWS, seed=seed)), levels, axis=0),
+                monte_carlo_quantiles(QUANTILE_DRAWS, "draws per point"))

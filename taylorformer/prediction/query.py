@@ -5,7 +5,8 @@ context ``xc [B, Nc, Dx]``, ``yc [B, Nc, Dy]`` and the inputs to predict at,
 ``xt [B, Nt, Dx]`` (plus ``sc``/``tc``/``st``/``tt`` for spatio-temporal models).
 :func:`predict_query` returns the predictive ``mean``/``stddev`` ``[B, Nt, Dy]``, the
 ``quantiles`` ``[Q, B, Nt, Dy]`` at ``levels``, their ``quantile_method`` (how they were
-computed: :func:`predictive_quantiles`) and optionally ``samples [S, B, Nt, Dy]``.
+computed: :func:`~taylorformer.models.inference.predictive_quantiles`) and optionally
+``samples [S, B, Nt, Dy]``.
 
 Conditional models predict each target independently given the context, so the targets go
 through the model ``chunk_size`` at a time (the attention executor tiles inside each
@@ -36,10 +37,6 @@ FORMATS = (".npz", ".nc", ".csv", ".npy")
 MAX_MAGNITUDE = float(np.sqrt(np.finfo(np.float32).max))
 #: quantile levels reported by default: the median and the central 90% interval
 DEFAULT_LEVELS = (0.05, 0.5, 0.95)
-#: the ``quantile_method`` of quantiles read off the predictive's own quantile function
-ANALYTIC_QUANTILES = "analytic (the predictive's own quantile)"
-#: draws per point for the quantiles of a per-point family without a quantile function
-QUANTILE_DRAWS = 1000
 
 
 # ----------------------------------------------------------------------------- reading
@@ -229,38 +226,20 @@ def _as_batch(query, where, dtype=np.float32):
 
 
 # ----------------------------------------------------------------------------- predicting
-def monte_carlo_quantiles(num, what):
-    """The ``quantile_method`` of quantiles estimated from ``num`` draws (``what``: "sampled
-    paths" for an autoregressive model's joint forecasts, "draws per point" otherwise)."""
-    return f"Monte Carlo over {num} {what}"
-
-
-def predictive_quantiles(dist, levels, seed):
-    """``(quantiles [Q, ...], quantile_method)`` of a factorised predictive ``dist`` at
-    ``levels``: exact from the per-point family's own ``quantile``
-    (:data:`ANALYTIC_QUANTILES`), else empirical from :data:`QUANTILE_DRAWS` draws per point."""
-    import tensorflow as tf
-
-    base = getattr(dist, "distribution", dist)  # tfd.Independent wraps the per-point family
-    try:
-        return np.stack([np.asarray(base.quantile(tf.cast(q, base.dtype))) for q in levels]), ANALYTIC_QUANTILES
-    except NotImplementedError:
-        return (np.quantile(np.asarray(dist.sample(QUANTILE_DRAWS, seed=seed)), levels, axis=0),
-                monte_carlo_quantiles(QUANTILE_DRAWS, "draws per point"))
-
-
 def predict_query(model, query, levels=DEFAULT_LEVELS, num_samples=0, chunk_size=4096, seed=0,
                   verbose=1):
     """``{"mean", "stddev", "quantiles", "levels", "quantile_method"[, "samples"]}`` of
     ``model`` at the query's targets (see the module docstring). Conditional models: the
-    predictive's own quantiles (:func:`predictive_quantiles`), ``chunk_size`` targets
-    per forward pass, with a Keras progress bar when ``verbose`` (1: live bar, 2: one line
-    per update, for logs); each chunk's forward pass is compiled
+    predictive's own quantiles (:func:`~taylorformer.models.inference.predictive_quantiles`),
+    ``chunk_size`` targets per forward pass, with a Keras progress bar when ``verbose`` (1:
+    live bar, 2: one line per update, for logs); each chunk's forward pass is compiled
     (:meth:`~taylorformer.models.base.NeuralProcess.compiled_distribution`: at most two
     traces, the full chunk and the last). Autoregressive models:
     ``num_samples`` joint samples (50 when 0) in one pass over all targets, their quantiles
     Monte Carlo estimates over those paths."""
     import keras
+
+    from taylorformer.models.inference import ANALYTIC_QUANTILES, monte_carlo_quantiles, predictive_quantiles
 
     check_int("predict", "chunk_size", chunk_size)
     check_int("predict", "num_samples", num_samples, minimum=0)

@@ -649,7 +649,8 @@ def build_parser():
 
     p = command("plot-field", help="draw the maps of a predicted field (predict --grid's output) to PNG",
                 description="Truth (where the file has the field) beside the predictive mean, and the "
-                            "predictive stddev; longitude across, undefined cells blank.")
+                            "predictive stddev; longitude or easting across, undefined cells blank, the "
+                            "context points the file records drawn.")
     p.add_argument("field", metavar="OUT.nc")
     p.add_argument("--out", help="PNG path (default: OUT.png beside the file)")
     p.add_argument("--variable", help="the predicted field (default: the only one)")

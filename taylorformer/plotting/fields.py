@@ -1,10 +1,13 @@
 """Maps of a predicted field (:func:`taylorformer.prediction.fields.predict_field`'s output): the truth
 (where the file has the field) beside the predictive mean, then the predictive stddev.
 
-Longitude (or the grid's ``X`` axis) is horizontal, latitude vertical, identified by CF
-names, units and attributes (:func:`taylorformer.coordinates.coordinate_role`); cells where
-the field is undefined (NaN: land in a sea-surface field) are left blank; axes and colour
-bars carry the coordinates' and the variable's names and units. A grid larger than
+Longitude or easting (or the grid's ``X`` axis) is horizontal, latitude or northing
+vertical, identified by CF names, units and attributes
+(:func:`taylorformer.coordinates.map_axis`); cells where the field is undefined (NaN: land
+in a sea-surface field) are left blank; axes and colour bars carry the coordinates' and the
+variable's names and units, with at most :data:`MAX_TICKS` ticks a side (long projected
+coordinates do not overlap). The context points (stations) are drawn on every map: those
+the file records (``context_<coordinate>``) or those given. A grid larger than
 ``max_side`` cells per dim is drawn at a stride (read that way: the file is never loaded
 whole). Built with matplotlib's object-oriented API (no pyplot state)::
 
@@ -15,9 +18,13 @@ import os
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from taylorformer.coordinates import coordinate_role
+from taylorformer.coordinates import map_axis
 from taylorformer.errors import BatchError
+
+#: most tick labels per map axis
+MAX_TICKS = 5
 
 
 def _label(var, fallback):
@@ -27,23 +34,38 @@ def _label(var, fallback):
 
 
 def _axes_order(ds, dims):
-    """``(horizontal dim, vertical dim)`` of a 2-D variable: longitude/X across."""
-    def role(d):
-        coord = ds[d] if d in ds.coords else None
-        return coordinate_role(d, coord.attrs if coord is not None else {}), \
-            str(coord.attrs.get("axis", "")).upper() if coord is not None else ""
-
-    roles = {d: role(d) for d in dims}
-    across = [d for d in dims if roles[d][0] == "lon"] or [d for d in dims if roles[d][1] == "X"] \
-        or [d for d in dims if roles[d][0] != "lat" and roles[d][1] != "Y"][-1:]
+    """``(horizontal dim, vertical dim)`` of a 2-D variable: longitude/easting across,
+    latitude/northing up (:func:`~taylorformer.coordinates.map_axis`); else the last dim
+    that is not vertical across."""
+    axes = {d: map_axis(d, ds[d].attrs if d in ds.coords else {}) for d in dims}
+    across = [d for d in dims if axes[d] == "X"] or [d for d in dims if axes[d] != "Y"][-1:]
     horizontal = across[0] if across else dims[-1]
     return horizontal, next(d for d in dims if d != horizontal)
 
 
-def plot_field(source, variable=None, max_side=1000, title=None):
+def _stations(ds, horizontal, vertical, context, where):
+    """``(x [N], y [N])`` of the context points to draw: ``context`` (a ``DataFrame``, a
+    mapping or a CSV path, with columns named as the two coordinates), else the ones the
+    file records (``context_<coordinate>``); None where neither has them."""
+    if context is None:
+        keys = [f"context_{horizontal}", f"context_{vertical}"]
+        return tuple(np.asarray(ds[k].values, np.float64) for k in keys) if all(k in ds.variables for k in keys) \
+            else None
+    if isinstance(context, (str, os.PathLike)):
+        import pandas as pd
+
+        context = pd.read_csv(context)
+    missing = [n for n in (horizontal, vertical) if n not in context]
+    if missing:
+        raise BatchError(f"{where}: the context points to draw have no column(s) {missing} (the map's coordinates)")
+    return tuple(np.asarray(context[n], np.float64) for n in (horizontal, vertical))
+
+
+def plot_field(source, variable=None, max_side=1000, title=None, context=None):
     """The Figure of the maps of ``source`` (a path or ``xarray.Dataset`` written by
     :func:`~taylorformer.prediction.fields.predict_field`); ``variable``: the field's name (default:
-    the one with a ``_mean`` variable)."""
+    the one with a ``_mean`` variable); ``context``: the points to mark (:func:`_stations`;
+    default: those the file records)."""
     import xarray as xr
 
     ds = xr.open_dataset(source) if isinstance(source, (str, os.PathLike)) else source
@@ -72,6 +94,7 @@ def plot_field(source, variable=None, max_side=1000, title=None):
         limits = (finite.min(), finite.max()) if finite.size else (None, None)
         x = ds[horizontal].isel({horizontal: pick[horizontal]}) if horizontal in ds.coords else None
         y = ds[vertical].isel({vertical: pick[vertical]}) if vertical in ds.coords else None
+        stations = _stations(ds, horizontal, vertical, context, where) if x is not None and y is not None else None
         for ax, (key, label) in zip(axes, panels):
             values = np.ma.masked_invalid(np.asarray(arrays[key].values, np.float64))  # blank where undefined
             scale = (None, None) if key.endswith("_stddev") else limits
@@ -82,6 +105,14 @@ def plot_field(source, variable=None, max_side=1000, title=None):
             ax.set_title(label, fontsize=9)
             ax.set_xlabel(_label(x, horizontal) if x is not None else horizontal)
             ax.set_ylabel(_label(y, vertical) if y is not None else vertical)
+            ax.xaxis.set_major_locator(MaxNLocator(MAX_TICKS - 1))  # nbins: at most MAX_TICKS ticks
+            ax.yaxis.set_major_locator(MaxNLocator(MAX_TICKS - 1))
+            ax.tick_params(axis="x", labelrotation=30)
+            if stations is not None:  # on the grid's extent: points outside it are not drawn
+                limits_xy = ax.get_xlim(), ax.get_ylim()
+                ax.scatter(*stations, s=12, c="white", edgecolors="black", linewidths=0.6, zorder=3,
+                           label=f"context ({len(stations[0])} points)")
+                ax.set(xlim=limits_xy[0], ylim=limits_xy[1])
             fig.colorbar(image, ax=ax, label=_label(ds[key], key))
         if any(s > 1 for s in stride.values()):
             fig.text(0.01, 0.01, "drawn every " + ", ".join(f"{stride[d]} {d}" for d in mean.dims) + " cells",

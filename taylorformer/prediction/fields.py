@@ -17,8 +17,10 @@ another field, patch by patch, streamed to netCDF in the data's units.
 - **output**: a netCDF file (``output``) on the grid's own coordinates, names and
   attributes: ``<var>_mean``, ``<var>_stddev`` and ``<var>_quantiles`` (dims ``quantile``
   and the grid's), in the data's units, plus the grid variable itself (the truth, where the
-  grid has it). Written patch by patch (atomically: a temp file renamed at the end), never
-  the whole result in memory.
+  grid has it), and the context points' coordinates, ``context_<coordinate>`` over dim
+  ``context`` (up to :data:`MAX_RECORDED_CONTEXT` points: the stations a map draws). Written
+  patch by patch (atomically: a temp file renamed at the end), never the whole result in
+  memory.
 
 Patches: the grid is cut into tiles of ``patch`` cells per dim; a tile's targets are
 predicted from the context inside its *window*, the tile's coordinate box widened by
@@ -66,6 +68,8 @@ MAX_CONTEXT_POINTS = 10**8
 DEFAULT_PATCH_SIDE, MAX_PATCH_SIDE = 128, 1024
 #: smallest padded context size; sizes are powers of two (few compiled shapes)
 MIN_BUCKET = 16
+#: the most context points whose coordinates the output records (stations to draw, not a field)
+MAX_RECORDED_CONTEXT = 10_000
 
 
 # ----------------------------------------------------------------------------- names
@@ -340,17 +344,24 @@ def read_context(source, names, value=None, where_grid=None):
 
 # ----------------------------------------------------------------------------- output
 class _Writer:
-    """The output netCDF: the grid's coordinates and attributes, then the predictions
-    (and the truth) written block by block through h5netcdf."""
+    """The output netCDF: the grid's coordinates and attributes, the context points'
+    coordinates ``context [N, k]`` on ``names`` (when at most :data:`MAX_RECORDED_CONTEXT`),
+    then the predictions (and the truth) written block by block through h5netcdf."""
 
-    def __init__(self, path, grid, name, levels, attrs, options):
+    def __init__(self, path, grid, name, levels, attrs, options, names, context):
         import h5netcdf
         import xarray as xr
 
         ds = grid.dataset
         keep = {c: ds[c] for c in ds.coords if set(ds[c].dims) <= set(grid.dims)}
+        recorded = {} if len(context) > MAX_RECORDED_CONTEXT else {
+            f"context_{n}": ("context", context[:, i],
+                             {"long_name": f"{n} of the context points",
+                              **({"units": ds[n].attrs["units"]} if n in ds.variables and "units" in ds[n].attrs
+                                 else {})})
+            for i, n in enumerate(names)}
         skeleton = xr.Dataset(coords={**keep, "quantile": ("quantile", np.asarray(levels, np.float64),
-                                                           {"long_name": "quantile level"})},
+                                                           {"long_name": "quantile level"}), **recorded},
                               attrs={**ds.attrs, **options})
         skeleton.to_netcdf(path, engine="h5netcdf")
         self.file = h5netcdf.File(path, "a")
@@ -508,7 +519,7 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
         with contextlib.ExitStack() as stack:
             path = stack.enter_context(atomic_path(output)) if output is not None else \
                 os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "field.nc")
-            writer = _Writer(path, target, name, levels, attrs, options)
+            writer = _Writer(path, target, name, levels, attrs, options, names, coords)
             try:
                 _predict_blocks(model, target, writer, name, coords, values, spec, pad, tiles, levels,
                                 chunk_size, seed, progress, normaliser, spread_scale)

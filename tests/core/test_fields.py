@@ -300,6 +300,54 @@ def test_map_puts_longitude_across_with_truth_beside_the_prediction(gp_model, tm
     assert image.shape == (11, 13) and image.mask[0, 0] and image.mask[7, 4] and image.mask.sum() == 3
 
 
+@pytest.mark.parametrize("east, north, attrs", [
+    ("easting", "northing", {}), ("x", "y", {}),
+    ("e", "n", {"e": {"standard_name": "projection_x_coordinate"}, "n": {"standard_name": "projection_y_coordinate"}}),
+])
+def test_map_of_a_projected_grid_puts_easting_across_and_draws_the_stations(gp_model, east, north, attrs):
+    """A projected grid stored (easting, northing), in metres far from 0: easting across and
+    northing up (read back from the Axes), at most MAX_TICKS x tick labels whose drawn boxes
+    do not overlap, and the context points the output records drawn on every map."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.collections import PathCollection
+
+    from taylorformer.plotting.fields import MAX_TICKS, plot_field
+
+    grid = plane_grid().rename({"x0": east, "x1": north})
+    for name in (east, north):
+        grid[name].attrs.update(units="m", **attrs.get(name, {}))
+    context = scattered(columns=(east, north))
+    out = fields.predict_field(gp_model, context, grid, padding=np.inf, progress=False)
+    assert out[f"context_{east}"].dims == ("context",) and out[f"context_{north}"].attrs["units"] == "m"
+    metres = {name: out[name] * 1e4 + origin for name, origin in ((east, 4e5), (north, 5.6e6))}
+    out = out.assign_coords({**{n: v.assign_attrs(out[n].attrs) for n, v in metres.items()},
+                             f"context_{east}": out[f"context_{east}"] * 1e4 + 4e5,
+                             f"context_{north}": out[f"context_{north}"] * 1e4 + 5.6e6})
+    fig = plot_field(out)
+    FigureCanvasAgg(fig).draw()
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert len(panels) == 3
+    for ax in panels:
+        for limits, coord in ((ax.get_xlim(), metres[east].values), (ax.get_ylim(), metres[north].values)):
+            step = coord[1] - coord[0]  # cells are centred on the coordinates: half a cell beyond
+            np.testing.assert_allclose(limits, (coord.min() - step / 2, coord.max() + step / 2), rtol=1e-9)
+        labels = [t for t in ax.get_xticklabels() if t.get_text() and ax.get_xlim()[0] <= t.get_position()[0]
+                  <= ax.get_xlim()[1]]
+        assert 2 <= len(labels) <= MAX_TICKS
+        boxes = sorted((t.get_window_extent() for t in labels), key=lambda b: b.x0)
+        assert all(a.x1 <= b.x0 or a.y1 <= b.y0 for a, b in zip(boxes, boxes[1:])), [t.get_text() for t in labels]
+        stations = [c for c in ax.collections if isinstance(c, PathCollection)]
+        assert len(stations) == 1
+        np.testing.assert_allclose(stations[0].get_offsets(),
+                                   np.stack([context[east] * 1e4 + 4e5, context[north] * 1e4 + 5.6e6], 1))
+    # given points are drawn where the file records none
+    bare = out.drop_vars([f"context_{east}", f"context_{north}"])
+    assert not any(isinstance(c, PathCollection) for ax in plot_field(bare).axes for c in ax.collections)
+    given = plot_field(bare, context={east: context[east][:7] * 1e4 + 4e5, north: context[north][:7] * 1e4 + 5.6e6})
+    assert [len(c.get_offsets()) for ax in given.axes for c in ax.collections if isinstance(c, PathCollection)] \
+        == [7, 7, 7]
+
+
 def test_output_is_written_atomically_and_never_over_its_inputs(gp_model, tmp_path):
     grid_path = tmp_path / "grid.nc"
     plane_grid().to_netcdf(grid_path, engine="h5netcdf")

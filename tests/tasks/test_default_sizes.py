@@ -194,7 +194,7 @@ def test_point_set_defaults_without_groups_use_the_split_pools(tmp_path):
     pools = [len(task.groups[s][0]) for s in ("train", "val", "test")]
     assert (task.num_context, task.num_target) == set_rule(max(pools), min(pools))
     trainer = training.train(TINY, task, out_dir=str(tmp_path / "run"), steps=2, batch_size=2, val_every=2,
-                             val_batches=1, verbose=0, tensorboard=False, jit_compile=False)
+                             val_batches=1, verbose=0, tensorboard=False, jit_compile=False, evaluate=False)
     assert trainer.model is not None
 
 

@@ -16,11 +16,11 @@ another field, patch by patch, streamed to netCDF in the data's units.
   ``xarray`` object or ``.nc`` path: its observed cells); raw units.
 - **output**: a netCDF file (``output``) on the grid's own coordinates, names and
   attributes: ``<var>_mean``, ``<var>_stddev`` and ``<var>_quantiles`` (dims ``quantile``
-  and the grid's), in the data's units, plus the grid variable itself (the truth, where the
-  grid has it), and the context points' coordinates, ``context_<coordinate>`` over dim
-  ``context`` (up to :data:`MAX_RECORDED_CONTEXT` points: the stations a map draws). Written
-  patch by patch (atomically: a temp file renamed at the end), never the whole result in
-  memory.
+  and the grid's; how they were computed: its ``quantile_method``), in the data's units,
+  plus the grid variable itself (the truth, where the grid has it), and the context
+  points' coordinates, ``context_<coordinate>`` over dim ``context`` (up to
+  :data:`MAX_RECORDED_CONTEXT` points: the stations a map draws). Written patch by patch
+  (atomically: a temp file renamed at the end), never the whole result in memory.
 
 Patches: the grid is cut into tiles of ``patch`` cells per dim; a tile's targets are
 predicted from the context inside its *window*, the tile's coordinate box widened by
@@ -585,4 +585,5 @@ def _predict_blocks(model, grid, writer, name, coords, values, spec, pad, tiles,
         full = np.full((len(levels),) + shape, np.nan, np.float64)
         full[:, defined] = quantiles
         writer.write(f"{name}_quantiles", block, full)
+        writer.variables[f"{name}_quantiles"].attrs["quantile_method"] = out["quantile_method"]
         bar.add(int(np.prod(shape)))

@@ -319,6 +319,7 @@ def test_map_of_a_projected_grid_puts_easting_across_and_draws_the_stations(gp_m
     context = scattered(columns=(east, north))
     out = fields.predict_field(gp_model, context, grid, padding=np.inf, progress=False)
     assert out[f"context_{east}"].dims == ("context",) and out[f"context_{north}"].attrs["units"] == "m"
+    assert out["z_quantiles"].attrs["quantile_method"] == "analytic (the predictive's own quantile)"
     metres = {name: out[name] * 1e4 + origin for name, origin in ((east, 4e5), (north, 5.6e6))}
     out = out.assign_coords({**{n: v.assign_attrs(out[n].attrs) for n, v in metres.items()},
                              f"context_{east}": out[f"context_{east}"] * 1e4 + 4e5,

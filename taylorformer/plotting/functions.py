@@ -174,6 +174,15 @@ def _plot_reference(ax, query, i, reference):
     ax.legend(loc="upper right", fontsize=7, ncol=5)
 
 
+def _surface(ax, h, v, values):
+    """Filled contours of ``values [N]`` at the points ``(h, v)``; the points coloured by
+    value where they cannot be triangulated (fewer than 3, or all on one line)."""
+    try:
+        return ax.tricontourf(h, v, values, levels=20, cmap="viridis")
+    except (ValueError, RuntimeError):  # matplotlib's refusal of too few / collinear points
+        return ax.scatter(h, v, c=values, s=40, cmap="viridis")
+
+
 def _plot_2d(fig, axes, batch, out, i, labels=(["x1", "x2"], ["y"]), swap=False):
     """Mean and stddev maps of task ``i``; ``swap``: inputs are (latitude, longitude), drawn
     with longitude horizontal."""
@@ -181,7 +190,7 @@ def _plot_2d(fig, axes, batch, out, i, labels=(["x1", "x2"], ["y"]), swap=False)
     mc, mt = batch["mask_c"][i] > 0, batch["mask_t"][i] > 0
     xt = batch["xt"][i, mt]
     for ax, key, label in ((axes[0], "mean", "predictive mean"), (axes[1], "stddev", "predictive stddev")):
-        image = ax.tricontourf(xt[:, h], xt[:, v], out[key][i, mt, 0], levels=20, cmap="viridis")
+        image = _surface(ax, xt[:, h], xt[:, v], out[key][i, mt, 0])
         ax.scatter(batch["xc"][i, mc, h], batch["xc"][i, mc, v], s=6, color="white",
                    edgecolors="black", linewidths=0.3, label="context")
         ax.set_title(f"{label}, {labels[1][0]}")

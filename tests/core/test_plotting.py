@@ -73,3 +73,22 @@ def test_gp_task_plot_draws_the_exact_gp_beside_the_model(model_and_batch):
                                     lengthscale=float(batch["gp_lengthscale"][i]), noise=0.05)
         np.testing.assert_allclose(mean, expected, rtol=1e-5, atol=1e-5)
 
+
+
+@pytest.mark.parametrize("num_target", [2, 3])
+def test_a_2d_task_with_too_few_targets_to_triangulate_is_drawn_as_points(num_target):
+    """Two targets (or three on one line) cannot be contoured: each map shows them as points
+    coloured by the model's own mean and stddev."""
+    model = build_model({**TINY, "dim_x": 2})
+    rng = np.random.default_rng(0)
+    xt = np.zeros((1, num_target, 2), np.float32)
+    xt[0, :, 0] = np.arange(num_target)  # on one line: no triangle
+    batch = {"xc": rng.normal(size=(1, 5, 2)).astype(np.float32), "yc": rng.normal(size=(1, 5, 1)).astype(np.float32),
+             "xt": xt, "yt": np.zeros((1, num_target, 1), np.float32),
+             "mask_c": np.ones((1, 5), np.float32), "mask_t": np.ones((1, num_target), np.float32)}
+    fig = plot_predictions(model, batch, num_tasks=1)
+    dist = model.predict_distribution(batch)
+    for ax, expected in zip(fig.axes[:2], (dist.mean(), dist.stddev())):  # the maps; the colour bars follow
+        points = ax.collections[0]
+        np.testing.assert_allclose(points.get_offsets(), xt[0])
+        np.testing.assert_allclose(points.get_array(), np.asarray(expected)[0, :, 0], rtol=1e-5)

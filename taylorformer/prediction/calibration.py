@@ -60,18 +60,19 @@ def gaussian_crps(y, loc, scale):
     return scale * (z * (2 * special.ndtr(z) - 1) + 2 * stats.norm.pdf(z) - 1 / np.sqrt(np.pi))
 
 
-def ensemble_crps(samples, y):
-    """Fair (unbiased) CRPS estimate from draws ``samples [S, ...]`` at ``y [...]``:
-    ``E|X - y| - E|X - X'| / 2`` with ``E|X - X'|`` over the ``S (S - 1)`` ordered pairs of
-    distinct draws, from the sorted draws: ``2 / (S (S - 1)) sum_i (2i - S - 1) x_(i)``.
-    (``evaluate``'s ``sampled.crps`` divides by ``S^2`` instead: lower by ``E|X - X'| / 2S``.)"""
+def ensemble_crps(samples, y, fair=True):
+    """CRPS estimate from draws ``samples [S, ...]`` at ``y [...]``: ``E|X - y| - E|X - X'| / 2``
+    from the sorted draws, ``sum_i (2i - S - 1) x_(i)`` (all pairs in O(S log S)). ``fair``:
+    ``E|X - X'|`` over the ``S (S - 1)`` ordered pairs of distinct draws (unbiased); else
+    over all ``S^2`` pairs, as ``evaluate``'s ``sampled.crps`` scores it (lower by
+    ``E|X - X'| / 2S``)."""
     samples = np.asarray(samples, np.float64)
     s = samples.shape[0]
-    if s < 2:
-        raise SpecError(f"the CRPS from draws needs at least 2 draws, got {s}")
+    if fair and s < 2:
+        raise SpecError(f"the fair CRPS from draws needs at least 2 draws, got {s}")
     weights = (2 * np.arange(1, s + 1) - s - 1).reshape((s,) + (1,) * (samples.ndim - 1))
-    spread = 2.0 / (s * (s - 1)) * (weights * np.sort(samples, axis=0)).sum(0)
-    return np.abs(samples - y).mean(0) - 0.5 * spread
+    spread = 2.0 / (s * (s - 1) if fair else s * s) * (weights * np.sort(samples, axis=0)).sum(0)
+    return np.abs(samples - np.asarray(y, np.float64)).mean(0) - 0.5 * spread
 
 
 def randomized_rank_pit(samples, y, rng):

@@ -18,7 +18,8 @@ from taylorformer.checks import check_int, check_memory
 from taylorformer.errors import SpecError, TaskError
 from taylorformer.models.inference import loglik, masked_point_mean, observed_log_prob
 from taylorformer.models.target_order import permute_targets
-from taylorformer.workflow.predictive_baselines import Comparison, ensemble_crps
+from taylorformer.prediction.calibration import ensemble_crps
+from taylorformer.workflow.predictive_baselines import Comparison
 
 
 def check_evaluate_options(batch_size, num_batches, num_samples, consistency, model=None):
@@ -116,7 +117,8 @@ def sample_metrics(samples, yt, mask_t, observed_t=None):
     """MSE of the sample mean, CRPS and 95% coverage from ``samples [S, B, Nt, Dy]``.
 
     CRPS uses the ensemble estimator
-    (:func:`taylorformer.workflow.predictive_baselines.ensemble_crps`; per point, averaged
+    over all pairs of samples (:func:`taylorformer.prediction.calibration.ensemble_crps`,
+    ``fair=False``; per point, averaged
     over the observed dims: ``observed_t [B, Nt, Dy]``, all by default). Returns
     per-real-point arrays (NumPy).
     """
@@ -124,7 +126,7 @@ def sample_metrics(samples, yt, mask_t, observed_t=None):
     mask = np.asarray(mask_t).astype(bool)
     observed = np.ones(yt.shape, bool) if observed_t is None else np.asarray(observed_t) > 0.5
     sq_err = _observed_mean((samples.mean(0) - yt) ** 2, observed)
-    crps = _observed_mean(ensemble_crps(samples, yt), observed)
+    crps = _observed_mean(ensemble_crps(samples, yt, fair=False), observed)
     lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
     inside = (((yt >= lo) & (yt <= hi)) | ~observed).all(-1)
     return {"sq_err": sq_err[mask], "crps": crps[mask], "inside95": inside[mask]}

@@ -52,8 +52,9 @@ spaced), and :func:`task_limit` caps the tasks a comparison with a GP covers.
 import math
 
 import numpy as np
-from scipy import linalg, optimize, special
+from scipy import linalg, optimize
 
+from taylorformer.prediction.calibration import ensemble_crps, gaussian_crps
 from taylorformer.workflow.baselines import overlap_block, summarise
 
 #: baseline name -> what it predicts (the evaluation JSON's ``baselines`` keys)
@@ -87,33 +88,13 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 
 # ----------------------------------------------------------------------------- scores
-def gaussian_crps(mean, sd, y):
-    """Closed-form CRPS of ``N(mean, sd^2)`` at ``y`` (broadcast shapes, float64):
-    ``sd (z (2 Phi(z) - 1) + 2 phi(z) - 1 / sqrt(pi))`` with ``z = (y - mean) / sd``."""
-    mean, sd, y = (np.asarray(a, np.float64) for a in (mean, sd, y))
-    z = (y - mean) / sd
-    pdf = np.exp(-0.5 * z ** 2) / math.sqrt(2.0 * math.pi)
-    return sd * (z * special.erf(z / math.sqrt(2.0)) + 2.0 * pdf - 1.0 / math.sqrt(math.pi))
-
-
-def ensemble_crps(samples, y):
-    """CRPS of the ensemble ``samples [S, ...]`` at ``y [...]``: ``E|X - y| - E|X - X'| / 2``,
-    with ``E|X - X'| = 2 / S^2 sum_i (2i - S - 1) x_(i)`` over the sorted samples (O(S log
-    S) instead of all S^2 pairs)."""
-    samples, y = np.asarray(samples, np.float64), np.asarray(y, np.float64)
-    s = samples.shape[0]
-    weights = (2 * np.arange(1, s + 1) - s - 1).reshape((s,) + (1,) * (samples.ndim - 1))
-    spread = 2.0 / s ** 2 * (weights * np.sort(samples, axis=0)).sum(0)
-    return np.abs(samples - y[None]).mean(0) - 0.5 * spread
-
-
 def gaussian_point_metrics(mean, sd, y):
     """Per value of ``[B, Nt, Dy]`` (model units): ``crps``, ``error`` (mean - y), ``nll``
     (negative log density) and ``inside95`` (y in the central 95% interval) of
     ``N(mean, sd^2)``."""
     mean, sd, y = (np.asarray(a, np.float64) for a in (mean, sd, y))
     z = (y - mean) / sd
-    return {"crps": gaussian_crps(mean, sd, y), "error": mean - y,
+    return {"crps": gaussian_crps(y, mean, sd), "error": mean - y,
             "nll": 0.5 * (_LOG_2PI + z ** 2) + np.log(sd), "inside95": np.abs(z) <= _Z95}
 
 
@@ -130,7 +111,7 @@ def model_point_metrics(dist, yt, num_samples=128, seed=0):
     y32 = tf.constant(yt, tf.float32)
     cdf = dist.cdf(y32).numpy()
     draws = dist.sample(num_samples, seed=seed).numpy()
-    return {"crps": ensemble_crps(draws, yt), "error": dist.mean().numpy().astype(np.float64) - yt,
+    return {"crps": ensemble_crps(draws, yt, fair=False), "error": dist.mean().numpy().astype(np.float64) - yt,
             "nll": -dist.log_prob(y32).numpy().astype(np.float64),
             "inside95": (cdf >= 0.025) & (cdf <= 0.975)}
 
@@ -143,7 +124,7 @@ def sample_point_metrics(samples, yt):
     samples, yt = np.asarray(samples, np.float64), np.asarray(yt, np.float64)
     mean, sd = samples.mean(0), np.maximum(samples.std(0, ddof=1), GP_JITTER)
     lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
-    return {"crps": ensemble_crps(samples, yt), "error": mean - yt,
+    return {"crps": ensemble_crps(samples, yt, fair=False), "error": mean - yt,
             "nll": gaussian_point_metrics(mean, sd, yt)["nll"], "inside95": (yt >= lo) & (yt <= hi)}
 
 
@@ -274,12 +255,21 @@ def _spread(sd):
 
 
 # ----------------------------------------------------------------------------- points
+def _matern52_terms(x1, x2, lengthscales, variance):
+    """``(k [n1, n2], diff2 [n1, n2, D], r, decay)`` of the Matern-5/2 kernel of ``x1 [n1,
+    D]``, ``x2 [n2, D]``: ``k = s^2 (1 + sqrt5 r + 5 r^2 / 3) decay``, ``decay =
+    exp(-sqrt5 r)``, ``r^2 = sum_d diff2_d``, ``diff2_d = ((x1_d - x2_d) / l_d)^2`` (the
+    parts :func:`gp_objective`'s gradient reuses)."""
+    diff2 = ((x1[:, None, :] - x2[None, :, :]) / lengthscales) ** 2
+    r = np.sqrt(diff2.sum(-1))
+    decay = np.exp(-math.sqrt(5.0) * r)
+    return variance * (1.0 + math.sqrt(5.0) * r + 5.0 / 3.0 * r ** 2) * decay, diff2, r, decay
+
+
 def matern52(x1, x2, lengthscales, variance):
     """Matern-5/2 kernel ``[n1, n2]`` of ``x1 [n1, D]``, ``x2 [n2, D]``:
     ``s^2 (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)``, ``r^2 = sum_d ((x1_d - x2_d) / l_d)^2``."""
-    diff = (x1[:, None, :] - x2[None, :, :]) / lengthscales
-    r = np.sqrt((diff ** 2).sum(-1))
-    return variance * (1.0 + math.sqrt(5.0) * r + 5.0 / 3.0 * r ** 2) * np.exp(-math.sqrt(5.0) * r)
+    return _matern52_terms(x1, x2, lengthscales, variance)[0]
 
 
 def gp_objective(log_params, x, y):
@@ -288,10 +278,7 @@ def gp_objective(log_params, x, y):
     its GLS estimate (profiled out, so the gradient is the partial one)."""
     d = x.shape[1]
     ls, s2, n2 = np.exp(log_params[:d]), math.exp(log_params[d]), math.exp(log_params[d + 1])
-    diff2 = ((x[:, None, :] - x[None, :, :]) / ls) ** 2                      # [n, n, D]
-    r = np.sqrt(diff2.sum(-1))
-    decay = np.exp(-math.sqrt(5.0) * r)
-    k_signal = s2 * (1.0 + math.sqrt(5.0) * r + 5.0 / 3.0 * r ** 2) * decay
+    k_signal, diff2, r, decay = _matern52_terms(x, x, ls, s2)                # [n, n], [n, n, D]
     k = k_signal + (n2 + GP_JITTER) * np.eye(len(y))
     try:
         chol = linalg.cho_factor(k, lower=True)

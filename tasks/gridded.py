@@ -504,6 +504,7 @@ class GriddedTask(Task):
                 "time": series_time(times, column=self.time_dim, window_length=self.window_length),
                 "coordinates": {"space": list(self.space_dims), "time": self.time_dim, "space_inputs": self.space,
                                 "geographic": self.geographic, "span": [float(np.ptp(g)) for g in self.grid],
+                                "extent": [[float(np.min(g)), float(np.max(g))] for g in self.grid],
                                 "time_input": float(self.time_inputs()[-1])},
                 "source": self.path or self.where,
                 "split_sizes": {s: hi - lo for s, (lo, hi) in self.split_bounds.items()},

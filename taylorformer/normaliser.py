@@ -23,7 +23,8 @@ task) gets the identity in its own units.
 ``coordinates`` also says how a field's grid coordinates become the model's inputs
 (:func:`taylorformer.prediction.fields.field_inputs` reads it, never the task): ``span``,
 the extent of the training inputs per input coordinate (coordinate units; a task's
-``context_box`` where its description gives none); and for inputs ``[space, window
+``context_box`` where its description gives none) and ``extent``, their ``[lo, hi]`` (the
+longitude convention a grid is wrapped to); and for inputs ``[space, window
 time]`` with feature groups ``s``/``t`` (the ``gridded`` task): ``space`` (the spatial
 coordinate names), ``space_inputs`` (``"xyz"``: latitude/longitude as unit vectors,
 :func:`latlon_to_xyz`), ``geographic`` and ``time_input`` (the window-time input of the
@@ -47,7 +48,7 @@ GROUP_KEYS = ("sc", "tc", "st", "tt")
 MAX_TEXT = 1000
 MAX_DIM = 4096
 #: the ``coordinates`` entries predict_field reads, checked on every normaliser
-FIELD_KEYS = ("span", "space", "space_inputs", "geographic", "time_input")
+FIELD_KEYS = ("span", "extent", "space", "space_inputs", "geographic", "time_input")
 
 
 def latlon_to_xyz(latlon):
@@ -60,7 +61,8 @@ def latlon_to_xyz(latlon):
 
 def _check_field_entries(coordinates):
     """SpecError unless the :data:`FIELD_KEYS` of ``coordinates`` (where present) are:
-    ``span`` 1 to MAX_DIM finite numbers >= 0 (0: one cell), ``space`` 1 to MAX_DIM names, ``space_inputs``
+    ``span`` 1 to MAX_DIM finite numbers >= 0 (0: one cell), ``extent`` as many finite
+    ``[lo, hi]`` pairs with ``lo <= hi``, ``space`` 1 to MAX_DIM names, ``space_inputs``
     a text, ``geographic`` a bool, ``time_input`` a finite number."""
     def bad(key, what):
         raise SpecError(f"normaliser coordinates {key!r} must be {what}, got {coordinates[key]!r:.200}")
@@ -74,6 +76,15 @@ def _check_field_entries(coordinates):
         if values.ndim != 1 or not 1 <= values.size <= MAX_DIM or not np.all(np.isfinite(values)) \
                 or np.any(values < 0):
             bad("span", "a list of finite numbers >= 0")
+    extent = coordinates.get("extent")
+    if extent is not None:
+        try:
+            pairs = np.asarray(extent, np.float64)
+        except (TypeError, ValueError):
+            bad("extent", "a list of [lo, hi] pairs")
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or not 1 <= len(pairs) <= MAX_DIM \
+                or not np.all(np.isfinite(pairs)) or np.any(pairs[:, 0] > pairs[:, 1]):
+            bad("extent", "a list of finite [lo, hi] pairs with lo <= hi")
     if space is not None and not (isinstance(space, list) and 1 <= len(space) <= MAX_DIM and all(
             isinstance(n, str) and 0 < len(n) <= MAX_TEXT for n in space)):
         bad("space", "a list of coordinate names")

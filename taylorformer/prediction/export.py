@@ -16,7 +16,9 @@ Both return ``mean`` and ``stddev`` ``[B, Nt, Dy]`` of the predictive and the li
 own parameters, named ``param_<name>`` (``param_loc``, ``param_scale``, ``param_df``,
 ``param_logits``, ``param_locs`` ``[B, Nt, Dy, K]``, ...), every location and scale in the
 data's units. ``B``, ``Nc`` and ``Nt`` are free (``Nc`` may be 0); a NaN in ``yc`` is an
-unobserved value, as everywhere in taylorformer.
+unobserved value, as everywhere in taylorformer. Inputs are checked inside the graph
+(:func:`input_checks`: finite values, masks of 0 and 1, magnitudes, one batch size and
+matching point counts), an ``InvalidArgumentError`` naming the rule otherwise.
 
 The normaliser: the model sees ``(x - x_offset) / x_scale`` and predicts
 ``(y - y_offset) / y_scale``; the exported function applies that map to ``xc``, ``xt``,
@@ -44,6 +46,7 @@ import numpy as np
 
 from taylorformer.errors import ExportError
 from taylorformer.normaliser import GROUP_KEYS, Normaliser
+from taylorformer.prediction.query import MAX_MAGNITUDE
 
 #: parameters that are locations (mapped ``v * y_scale + y_offset``) or scales (``v * |y_scale|``)
 LOCATIONS = ("loc", "locs")
@@ -95,6 +98,40 @@ def check_output_dir(output, protect=()):
     return output
 
 
+def input_checks(xc, yc, xt, mask_c, mask_t):
+    """The in-graph assert ops of the serving signatures (each an ``InvalidArgumentError``
+    whose message names the input and the rule): the library's own rules for a query
+    (:mod:`taylorformer.prediction.query`). ``xc [B, Nc, Dx]``, ``xt [B, Nt, Dx]`` finite;
+    ``yc [B, Nc, Dy]`` finite or NaN (unobserved); every magnitude within
+    :data:`~taylorformer.prediction.query.MAX_MAGNITUDE` (float32 squares overflow beyond);
+    ``mask_c [B, Nc]``, ``mask_t [B, Nt]`` 0 or 1; one batch size ``B`` for all (no
+    broadcasting) and one ``Nc`` for ``xc``, ``yc`` and ``mask_c``, one ``Nt`` for ``xt``
+    and ``mask_t``."""
+    import tensorflow as tf
+
+    def check(condition, message):
+        return tf.debugging.Assert(condition, [tf.constant(f"invalid input: {message}")])
+
+    def within(value, allow_nan=False):
+        ok = tf.logical_and(tf.math.is_finite(value), tf.abs(value) <= MAX_MAGNITUDE)
+        return tf.reduce_all(tf.logical_or(ok, tf.math.is_nan(value)) if allow_nan else ok)
+
+    shape = {k: tf.shape(v) for k, v in {"xc": xc, "yc": yc, "xt": xt, "mask_c": mask_c, "mask_t": mask_t}.items()}
+    bound = f"{MAX_MAGNITUDE:.3g}"
+    return [
+        check(tf.reduce_all(tf.stack([shape[k][0] == shape["xc"][0] for k in ("yc", "xt", "mask_c", "mask_t")])),
+              "xc, yc, xt (and mask_c, mask_t) must have the same batch size B (no broadcasting)"),
+        check(tf.logical_and(shape["yc"][1] == shape["xc"][1], shape["mask_c"][1] == shape["xc"][1]),
+              "xc, yc (and mask_c) must have the same number of context points Nc"),
+        check(shape["mask_t"][1] == shape["xt"][1], "xt and mask_t must have the same number of target points Nt"),
+        check(within(xc), f"xc must be finite, within +-{bound} (a float32 model squares its inputs)"),
+        check(within(xt), f"xt must be finite, within +-{bound} (a float32 model squares its inputs)"),
+        check(within(yc, allow_nan=True), f"yc must be finite (NaN: not observed), within +-{bound}"),
+        check(tf.reduce_all((mask_c == 0) | (mask_c == 1)), "mask_c values must be 0 (padding) or 1 (real point)"),
+        check(tf.reduce_all((mask_t == 0) | (mask_t == 1)), "mask_t values must be 0 (padding) or 1 (real point)"),
+    ]
+
+
 def _module(model, normaliser):
     """The ``tf.Module`` that is saved: the model, the normaliser variables and the two
     serving functions."""
@@ -112,6 +149,8 @@ def _module(model, normaliser):
                                          name="normaliser_json")
 
     def predict(xc, yc, xt, mask_c, mask_t):
+        with tf.control_dependencies(input_checks(xc, yc, xt, mask_c, mask_t)):
+            xc, yc, xt, mask_c, mask_t = (tf.identity(v) for v in (xc, yc, xt, mask_c, mask_t))
         zx = lambda x: (x - module.x_offset) / module.x_scale  # noqa: E731
         batch = {"xc": zx(xc), "yc": (yc - module.y_offset) / module.y_scale, "xt": zx(xt),
                  "yt": tf.zeros(tf.concat([tf.shape(xt)[:2], [dy]], 0)), "mask_c": mask_c, "mask_t": mask_t}

@@ -45,15 +45,20 @@ normalisers were saved) is refused with an error naming what is missing: the gri
 coordinates and values are in the data's units, which such a model cannot map.
 """
 import contextlib
+import dataclasses
+import functools
+import math
 import os
+import re
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
-from taylorformer.checks import check_int
-from taylorformer.coordinates import coordinate_role
+from taylorformer.checks import available_memory, check_int
+from taylorformer.coordinates import LAT_UNITS, LON_UNITS, coordinate_role
 from taylorformer.errors import BatchError
 from taylorformer.files import atomic_path, check_output_path
 from taylorformer.normaliser import Normaliser, latlon_to_xyz
@@ -61,7 +66,7 @@ from taylorformer.prediction.calibration import apply_spread_scale
 from taylorformer.prediction.query import DEFAULT_LEVELS, MAX_MAGNITUDE, predict_query, read_csv
 
 #: the most cells a grid may have (``predict_field(max_cells=...)`` lowers it)
-MAX_GRID_CELLS = 10**9
+MAX_GRID_CELLS = 10**8
 #: the most context points (a field given as the context: its observed cells)
 MAX_CONTEXT_POINTS = 10**8
 #: tile side (cells per dim) when the training span is unknown, and the largest default side
@@ -96,11 +101,11 @@ class FieldInputs:
     ``names``: the coordinates read per point (None: the grid dims' coordinates, in order);
     ``to_x(coords [N, k]) -> [N, dim_x]`` data-unit model inputs; ``groups(x [B, N, dim_x])``:
     the feature groups (``s``, ``t``) of a model that takes them, keyed ``"s"``/``"t"``;
-    ``span``: the span of the training inputs per input coordinate, in coordinate units
-    (None: unknown)."""
+    ``span``: the span of the training inputs per input coordinate, in coordinate units,
+    and ``extent`` their ``[lo, hi]`` (None: unknown)."""
 
-    def __init__(self, dim_x, names=None, to_x=None, groups=None, span=None):
-        self.dim_x, self.names, self.span = dim_x, names, span
+    def __init__(self, dim_x, names=None, to_x=None, groups=None, span=None, extent=None):
+        self.dim_x, self.names, self.span, self.extent = dim_x, names, span, extent
         self.to_x = to_x or (lambda coords: coords)
         self.groups = groups or (lambda x: {})
 
@@ -114,7 +119,7 @@ def field_inputs(normaliser, dim_x, names=None, time_input=None):
     step). Otherwise the grid's coordinates are the inputs as they are; a model taking
     other feature groups is refused."""
     coordinates = normaliser.coordinates or {}
-    span = coordinates.get("span")
+    span, extent = coordinates.get("span"), coordinates.get("extent")
     if normaliser.groups and coordinates.get("space") is not None:
         space = list(coordinates["space"])
         t = coordinates.get("time_input") if time_input is None else time_input
@@ -137,7 +142,7 @@ def field_inputs(normaliser, dim_x, names=None, time_input=None):
             return np.concatenate([inputs, np.full((len(coords), 1), t)], -1)
 
         return FieldInputs(dim_x, list(names or space), to_x,
-                           lambda x: {"s": x[..., :-1], "t": x[..., -1:]}, span)
+                           lambda x: {"s": x[..., :-1], "t": x[..., -1:]}, span, extent)
     if normaliser.groups:
         raise BatchError(f"predict_field cannot build the inputs of this model: it takes the feature groups "
                          f"{normaliser.groups} (space/time positions) besides x, and its normaliser does not "
@@ -145,7 +150,197 @@ def field_inputs(normaliser, dim_x, names=None, time_input=None):
     if names is not None and len(names) != dim_x:
         raise BatchError(f"predict_field: {len(names)} input coordinate(s) {list(names)} given but the "
                          f"model takes {dim_x} inputs")
-    return FieldInputs(dim_x, None if names is None else list(names), span=span)
+    return FieldInputs(dim_x, None if names is None else list(names), span=span, extent=extent)
+
+
+# ----------------------------------------------------------------------------- units
+#: CF/UDUNITS spellings of temperature units that pint does not read, by their pint names
+UNIT_ALIASES = {**dict.fromkeys(("degree_c", "degrees_c", "deg_c", "degreec", "degreesc", "degrees_celsius",
+                                 "degree_celsius"), "degC"),
+                **dict.fromkeys(("degree_f", "degrees_f", "deg_f", "degreef", "degreesf", "degrees_fahrenheit",
+                                 "degree_fahrenheit"), "degF"),
+                **dict.fromkeys(("degree_k", "degrees_k", "deg_k", "degreek", "degreesk"), "K")}
+
+
+@functools.lru_cache(maxsize=1)
+def _unit_registry():
+    import pint
+
+    return pint.UnitRegistry()
+
+
+def _pint_units(text):
+    """pint's reading of the CF units ``text``: aliases (``degree_C``), exponents written
+    after the name (``m s-1`` -> ``m * s**-1``)."""
+    alias = UNIT_ALIASES.get(text.strip().lower().replace(" ", "_"))
+    if alias:
+        return alias
+    tokens = [re.sub(r"^([A-Za-z_]+)(-?\d+)$", r"\1**\2", t) for t in text.split()]
+    return " * ".join(tokens)
+
+
+def convert_units(values, source, target, where, target_is="the units the model was trained on"):
+    """``values`` (float64) in the units ``source`` as values in ``target`` (pint: affine
+    maps such as K <-> degC <-> degF included, so ``K -> degC`` is ``x - 273.15``); the
+    values as they are where either unit is unknown (None or empty) or both are the same
+    text. A BatchError naming both units and ``where`` when no conversion exists."""
+    values = np.asarray(values, np.float64)
+    source, target = str(source or "").strip(), str(target or "").strip()
+    if not source or not target or source == target:
+        return values
+    registry = _unit_registry()
+    try:
+        return np.asarray(registry.Quantity(values, _pint_units(source)).to(_pint_units(target)).magnitude,
+                          np.float64)
+    except Exception as exc:  # noqa: BLE001 pint raises parse, undefined-unit and dimensionality errors
+        reason = "they measure different things" if type(exc).__name__ == "DimensionalityError" else \
+            f"{type(exc).__name__}: {exc}"
+        raise BatchError(f"{where}: its units {source!r} cannot be converted to {target!r}, {target_is} "
+                         f"({reason}); give the values in {target!r}") from None
+
+
+def in_units(normaliser, units, where):
+    """``normaliser`` with its output in ``units`` (the affine unit map composed with its
+    own: ``y_offset``/``y_scale`` through :func:`convert_units`), or itself where
+    ``units`` is unknown or already the model's."""
+    model_units = normaliser.y_units[0]
+    if not units or not model_units or str(units).strip() == str(model_units).strip():
+        return normaliser
+    # model = c * units + d, so units = (model - d) / c
+    d, c_plus_d = convert_units([0.0, 1.0], units, model_units, where)
+    c = c_plus_d - d
+    if not (np.isfinite(c) and c > 0):
+        raise BatchError(f"{where}: its units {units!r} map to the model's {model_units!r} with a factor {c:g}, not "
+                         "a positive one; give the values in the model's units")
+    return dataclasses.replace(normaliser, y_offset=(normaliser.y_offset - d) / c, y_scale=normaliser.y_scale / c,
+                               y_units=[str(units)])
+
+
+# ----------------------------------------------------------------------------- coordinate checks
+#: longitude conventions: the first value of the 360-degree interval
+LONGITUDE_STARTS = (-180.0, 0.0)
+#: units texts that say a coordinate is in degrees, and in radians
+DEGREE_UNITS = LAT_UNITS + LON_UNITS + ("degree", "degrees", "deg", "degrees_true")
+RADIAN_UNITS = ("rad", "radian", "radians")
+
+
+def _extent(values):
+    return float(np.min(values)), float(np.max(values))
+
+
+def check_geography(box, roles, units, span, where, reference=None):
+    """Refuse (BatchError naming ``where``) the coordinates of a grid or context whose box
+    ``[(lo, hi)]`` per coordinate is no geography in degrees: a latitude beyond +-90; a
+    latitude/longitude in radians (``units``, one text or None per coordinate, says so; or,
+    unlabelled, every value within the radian range while the model's training ``span``
+    in degrees was far wider). ``reference``: the grid's box, which a context lying inside
+    it is taken to share the units of."""
+    geo = [i for i, r in enumerate(roles) if r in ("lat", "lon")]
+    for i in geo:
+        lo, hi = box[i]
+        if roles[i] == "lat" and max(abs(lo), abs(hi)) > 90:
+            raise BatchError(f"{where}: latitude coordinate {i} ranges {lo:g} .. {hi:g}: a latitude lies within "
+                             "+-90 degrees (swapped latitude and longitude, or not degrees?)")
+        text = str(units[i] or "").strip().lower().replace(" ", "_")
+        if text in RADIAN_UNITS:
+            raise BatchError(f"{where}: the {roles[i]}itude coordinate is in radians (units {units[i]!r}); the model "
+                             "takes degrees: convert it (numpy.degrees)")
+    unlabelled = [i for i in geo if str(units[i] or "").strip().lower().replace(" ", "_") not in DEGREE_UNITS]
+    if not unlabelled or span is None:
+        return
+    limit = {"lat": np.pi / 2, "lon": 2 * np.pi}
+    radian_like = all(max(abs(box[i][0]), abs(box[i][1])) <= limit[roles[i]] for i in geo)
+    # a training span wider than the radian range was in degrees; a box that small is radians
+    wide = all(span[i] > 2 * limit[roles[i]] and box[i][1] - box[i][0] <= span[i] / 20 for i in geo)
+    overlaps = reference is not None and all(box[i][0] <= reference[i][1] and box[i][1] >= reference[i][0]
+                                             for i in geo)
+    if radian_like and wide and not overlaps:
+        ranges = ", ".join(f"{roles[i]} {box[i][0]:.3g} .. {box[i][1]:.3g}" for i in geo)
+        raise BatchError(f"{where}: the coordinates ({ranges}) look like radians, while the model was trained on "
+                         f"degrees over spans of {', '.join(f'{span[i]:g}' for i in geo)}: convert them "
+                         "(numpy.degrees), or, if they are degrees, say so with a units attribute "
+                         "(degrees_north / degrees_east)")
+
+
+def longitude_start(extent, lon_values):
+    """The start (-180 or 0) of the longitude convention: the training data's (``extent``
+    ``(lo, hi)``, None when the model file does not record it), else the grid's."""
+    lo = extent[0] if extent is not None else float(np.min(lon_values))
+    return -180.0 if lo < 0 else 0.0
+
+
+def wrap_longitude(values, start):
+    """``(values, moved)``: longitudes (degrees) outside ``[start, start + 360]`` wrapped
+    into ``[start, start + 360)``, and how many were."""
+    values = np.asarray(values, np.float64)
+    outside = (values < start) | (values > start + 360)
+    return np.where(outside, np.mod(values - start, 360.0) + start, values), int(outside.sum())
+
+
+def check_unique_points(coords, names, where):
+    """Refuse (BatchError naming ``where`` and the first pair) ``coords [N, k]`` with a
+    point given twice: two values at one place are no field."""
+    if len(coords) < 2:
+        return
+    order = np.lexsort(coords.T[::-1])
+    same = np.all(coords[order[1:]] == coords[order[:-1]], axis=1)
+    if same.any():
+        first = int(np.argmax(same))
+        a, b = sorted((int(order[first]), int(order[first + 1])))
+        raise BatchError(f"{where}: {int(same.sum())} duplicated point(s): points {a} and {b} are both at "
+                         f"{dict(zip(names, coords[a].tolist()))}; give one value per place (average them)")
+
+
+# ----------------------------------------------------------------------------- the size of a grid
+#: a rough prediction rate (cells per second) behind the time of :func:`estimate_grid`: an
+#: order of magnitude for a default-size conditional model on a few CPU cores, not a promise
+CELLS_PER_SECOND = 2e4
+
+
+def bytes_text(nbytes):
+    """``nbytes`` as text in binary units (``1.5 GiB``)."""
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if nbytes < 1024 or unit == "TiB":
+            return f"{int(nbytes)} bytes" if unit == "bytes" else f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+
+
+@dataclasses.dataclass
+class GridEstimate:
+    """What predicting a grid takes, known from its shape before any work: ``cells``,
+    ``output_bytes`` (the float32 netCDF: mean, stddev, quantiles and the truth),
+    ``memory_bytes`` (the peak: one tile's arrays and forward pass, plus the whole result
+    where it is returned in memory) and ``seconds`` (at :data:`CELLS_PER_SECOND`)."""
+
+    cells: int
+    output_bytes: int
+    memory_bytes: int
+    seconds: float
+
+    def describe(self):
+        hours = self.seconds / 3600
+        time_text = f"{hours:.3g} h" if hours >= 1 else f"{self.seconds / 60:.2g} min"
+        return (f"{self.cells:,} cells, {bytes_text(self.output_bytes)} of output, about {bytes_text(self.memory_bytes)} "
+                f"of memory and roughly {time_text} at ~{CELLS_PER_SECOND:.0e} cells/s")
+
+
+def estimate_grid(shape, levels=DEFAULT_LEVELS, tile=None, inputs=2, chunk_size=4096, context=0,
+                  in_memory=False):
+    """The :class:`GridEstimate` of a grid of ``shape`` (dims' sizes: Python ints, nothing
+    allocated), predicted in tiles of ``tile`` cells per dim (default: the whole grid),
+    ``inputs`` coordinates per cell, ``chunk_size`` targets per forward pass against at
+    most ``context`` points per window, with the result returned in memory
+    (``in_memory``) or written to a file."""
+    cells = math.prod(int(n) for n in shape)
+    per_cell = 3 + len(levels)  # mean, stddev, truth, quantiles
+    tile_cells = cells if tile is None else math.prod(min(int(t), int(n)) for t, n in zip(tile, shape))
+    # a tile's coordinates and outputs (float64, twice: model and data units) and one chunk's
+    # padded window of context (the attention executor bounds the scores themselves)
+    memory = 2 * 8 * tile_cells * (inputs + per_cell) + 8 * min(chunk_size, tile_cells) * _bucket(max(context, 1))
+    output = 4 * cells * per_cell
+    if in_memory:
+        memory += output
+    return GridEstimate(cells, output, memory, cells / CELLS_PER_SECOND)
 
 
 # ----------------------------------------------------------------------------- the grid
@@ -231,14 +426,44 @@ class Grid:
                              "any other dim)")
         self.names, self.dims = names, tuple(dims)
         self.shape = tuple(int(ds.sizes[d]) for d in self.dims)
-        cells = int(np.prod(self.shape, dtype=np.int64))
-        if cells > max_cells:
-            raise BatchError(f"grid {self.where} has {cells} cells ({' x '.join(map(str, self.shape))}), more than "
-                             f"the {max_cells} predict_field takes; predict a region at a time")
+        estimate = estimate_grid(self.shape)  # from the sizes alone: nothing read or allocated yet
+        if estimate.cells > max_cells:
+            raise BatchError(f"grid {self.where} has {estimate.cells} cells ({' x '.join(map(str, self.shape))}), "
+                             f"more than the {max_cells} predict_field takes ({estimate.describe()}); predict a "
+                             "region at a time (a sub-grid), in tiles of --patch cells")
         self.field = field
         self.coords = [ds[n] for n in names]
+        self.roles = [coordinate_role(n, ds[n].attrs) for n in names]
+        self.units = [ds[n].attrs.get("units") for n in names]
+        self.box = []
         for n, c in zip(names, self.coords):
-            _numeric(c.values, f"grid {self.where}", n)
+            values = _numeric(c.values, f"grid {self.where}", n)
+            self.box.append(_extent(values) if values.size else (0.0, 0.0))
+            if c.ndim == 1 and np.unique(values).size < values.size:
+                twice = np.unique(values, return_counts=True)
+                raise BatchError(f"grid {self.where}: coordinate {n!r} holds {int((twice[1] > 1).sum())} value(s) "
+                                 f"more than once (first {twice[0][np.argmax(twice[1] > 1)]:g}): a cell per place")
+        if field is not None:
+            self._check_cells()
+
+    def _check_cells(self):
+        """Refuse a field with an infinite or huge cell (it would be written back as the
+        truth) or no defined cell at all; read in slabs of the first dim, never whole."""
+        rows = max(1, 2**22 // max(1, int(np.prod(self.shape[1:], dtype=np.int64))))
+        defined = 0
+        for start in range(0, self.shape[0], rows):
+            slab = np.asarray(self.field.isel({self.dims[0]: slice(start, start + rows)}).values, np.float64)
+            bad = np.isinf(slab) | (np.abs(slab) > MAX_MAGNITUDE)
+            if bad.any():
+                index = np.argwhere(bad)[0]
+                index[0] += start
+                raise BatchError(f"grid {self.where}: variable {self.variable!r} has an infinite or huge value "
+                                 f"{slab[tuple(np.argwhere(bad)[0])]:g} at {dict(zip(self.dims, index.tolist()))} "
+                                 "(NaN marks a cell not to predict; inf is no value)")
+            defined += int(np.count_nonzero(~np.isnan(slab)))
+        if not defined:
+            raise BatchError(f"grid {self.where}: every cell of {self.variable!r} is NaN: nothing to predict (NaN "
+                             "marks a masked cell); drop the variable to predict at every cell")
 
     def blocks(self, patch):
         """Tuples of slices (one per dim) tiling the grid, ``patch[d]`` cells per dim."""
@@ -302,9 +527,11 @@ def read_context(source, names, value=None, where_grid=None):
         if value is None or value not in columns:
             raise BatchError(f"{where}: no value column {value or 'y'!r}; columns are {columns} (name it, "
                              "--y-columns)")
-        coords = np.stack([_numeric(frame[c].to_numpy(), where, c) for c in found], -1) if len(frame) else \
-            np.zeros((0, len(names)))
-        values, attrs = frame[value].to_numpy(), {}
+        if not len(frame):
+            raise BatchError(f"{where} has no rows (a header only): the context needs one row per observed point")
+        coords = np.stack([_numeric(frame[c].to_numpy(), where, c) for c in found], -1)
+        values = frame[value].to_numpy()
+        attrs = {"units": str(frame.attrs["units"])} if frame.attrs.get("units") else {}
     else:
         ds, where = _open(source, "context")
         variables = [str(v) for v in ds.data_vars]
@@ -339,6 +566,7 @@ def read_context(source, names, value=None, where_grid=None):
     keep = ~np.isnan(values)
     if not keep.any():
         raise BatchError(f"{where}: no observed context point (every value of {value!r} is NaN, or none given)")
+    check_unique_points(coords[keep], found, where)
     return coords[keep], values[keep], attrs, value
 
 
@@ -441,7 +669,7 @@ def _per_input(owner, key, value, names, default):
 def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=None,
                   variable=None, value=None, time_input=None, padding=None, patch=None,
                   levels=DEFAULT_LEVELS, chunk_size=4096, spread_scale=None, max_cells=None,
-                  progress=True, seed=0):
+                  memory_budget=None, progress=True, seed=0):
     """Predict the field of ``grid`` from ``context`` with ``model``; returns the
     ``xarray.Dataset`` of ``output`` (opened lazily: close it) or, with ``output`` None, the
     result loaded in memory (small grids). See the module docstring.
@@ -458,9 +686,19 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
     number or one per input coordinate; ``float("inf")``: the whole context); ``patch``:
     tile cells per grid dim. ``levels``: quantile levels; ``chunk_size``: targets per
     forward pass; ``spread_scale``: a recalibration ``[Dy]`` (:mod:`taylorformer.prediction.calibration`);
-    ``max_cells``: refuse a larger grid (default :data:`MAX_GRID_CELLS`)."""
+    ``max_cells``: refuse a larger grid (default :data:`MAX_GRID_CELLS`); ``memory_budget``:
+    bytes the prediction may hold (default the memory available), checked against
+    :func:`estimate_grid` before any work, as is the output's size against the free disk.
+
+    Checked before any work (a BatchError naming the file otherwise): the grid's cells
+    finite (NaN: masked) and not all NaN, its axes and the context's points without
+    duplicates, latitudes within +-90 and no radians where the model was trained on
+    degrees (:func:`check_geography`). Longitudes are wrapped to the training convention
+    (:func:`_wrap_longitudes`) and the values converted between the units of the grid,
+    the context and the model (:func:`_output_units`); the file's attributes say so."""
     check_int("predict_field", "chunk_size", chunk_size)
     max_cells = check_int("predict_field", "max_cells", MAX_GRID_CELLS if max_cells is None else max_cells)
+    check_int("predict_field", "memory_budget", memory_budget, optional=True)
     levels = tuple(float(q) for q in levels)
     if not (levels and all(0.0 < q < 1.0 for q in levels)):
         raise BatchError(f"predict_field 'levels' must be probabilities in (0, 1), got {list(levels)}")
@@ -488,12 +726,17 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
     try:
         names = target.names
         coords, values, ctx_attrs, value_name = read_context(context, names, value or target.variable, target.where)
+        context_where = f"context {context}" if isinstance(context, (str, os.PathLike)) else "the context"
         name = target.variable or value_name  # the outputs' prefix: the field's name
         attrs = dict(target.field.attrs) if target.field is not None else ctx_attrs
-        if "units" not in attrs and normaliser.y_units[0]:
-            attrs["units"] = normaliser.y_units[0]
         span = spec.span  # one per input coordinate, in the order of names
         known = span is not None and len(span) == len(names) and all(s > 0 for s in span)
+        check_geography(target.box, target.roles, target.units, span if known else None, f"grid {target.where}")
+        check_geography([_extent(c) if len(c) else (0.0, 0.0) for c in coords.T], target.roles, [None] * len(names),
+                        span if known else None, context_where, reference=target.box)
+        notes = _wrap_longitudes(target, coords, spec, context_where)
+        normaliser, values, note = _output_units(normaliser, attrs, ctx_attrs, values, target, context_where)
+        notes.update(note)
         pad = _per_input("predict_field", "padding", padding, names,
                          [s / 2 for s in span] if known else [np.inf] * len(names))
         if np.any(np.isnan(pad)) or np.any(pad < 0):
@@ -514,8 +757,10 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
             if len(tiles) != len(target.dims) or any(p < 1 for p in tiles):
                 raise BatchError(f"predict_field 'patch' must be one int >= 1 or one per grid dim "
                                  f"{list(target.dims)}, got {patch!r}")
+        check_grid_estimate(estimate_grid(target.shape, levels, tiles, len(names), chunk_size, len(coords),
+                                          in_memory=output is None), target.where, output, memory_budget)
         options = {"taylorformer_inputs": ",".join(names), "taylorformer_padding": ",".join(f"{p:g}" for p in pad),
-                   "taylorformer_patch": ",".join(map(str, tiles))}
+                   "taylorformer_patch": ",".join(map(str, tiles)), **notes}
         with contextlib.ExitStack() as stack:
             path = stack.enter_context(atomic_path(output)) if output is not None else \
                 os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "field.nc")
@@ -534,6 +779,78 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
     import xarray as xr
 
     return xr.open_dataset(output)
+
+
+def _wrap_longitudes(grid, coords, spec, context_where):
+    """Wrap the longitudes of ``grid`` (its input coordinates, not its written ones) and of
+    the context ``coords [N, k]`` (in place) to one convention, the training data's where
+    the model records it (:func:`longitude_start`); the output attributes that say so."""
+    lon = [i for i, role in enumerate(grid.roles) if role == "lon"]
+    if len(lon) != 1:
+        return {}
+    i = lon[0]
+    extent = spec.extent[i] if spec.extent is not None and len(spec.extent) == len(grid.names) else None
+    start = longitude_start(extent, grid.box[i])
+    wrapped, moved_grid = wrap_longitude(grid.coords[i].values, start)
+    if moved_grid:
+        grid.coords[i] = grid.coords[i].copy(data=wrapped)
+    coords[:, i], moved_context = wrap_longitude(coords[:, i], start)
+    if moved_context:
+        check_unique_points(coords, grid.names, context_where)
+    if not (moved_grid or moved_context):
+        return {}
+    return {"taylorformer_longitude_wrapped": (
+        f"{grid.names[i]} wrapped to [{start:g}, {start + 360:g}] (the "
+        f"{'training data' if extent is not None else 'grid'}'s convention) before predicting: {moved_grid} grid "
+        f"value(s), {moved_context} context point(s); the coordinates written are the grid's own")}
+
+
+def _output_units(normaliser, attrs, context_attrs, values, grid, context_where):
+    """``(normaliser, values, notes)``: the output in the grid field's units (else the
+    context's, else the model's): ``normaliser`` with its output in those units
+    (:func:`in_units`), the context ``values`` converted to them (a context without units
+    is in the model's), the output attributes that say what was converted. ``attrs``
+    gets the output units."""
+    model_units = normaliser.y_units[0]
+    units = attrs.get("units") or model_units
+    if units:
+        attrs["units"] = units
+    from_grid = grid.field is not None and bool(grid.field.attrs.get("units"))
+    where = f"grid {grid.where} (variable {grid.variable!r})" if from_grid else context_where
+    converted = in_units(normaliser, units, where)
+    given = context_attrs.get("units") or model_units
+    if not context_attrs.get("units") and model_units and units and str(units).strip() != str(model_units).strip():
+        warnings.warn(f"{context_where} gives no units: its values are taken in the model's units {model_units!r} "
+                      f"and the predictions written in the grid's {units!r}", stacklevel=3)
+    values = convert_units(values, given, units, context_where,
+                           "the units of the grid" if model_units is None else "the output's units")
+    notes = {}
+    if converted is not normaliser:
+        notes["taylorformer_units"] = (f"predicted in {model_units!r} (the model's units), written in {units!r} "
+                                       f"(the {'grid' if from_grid else 'context'}'s)")
+    if given and units and str(given).strip() != str(units).strip():
+        notes["taylorformer_context_units"] = f"context values converted from {given!r} to {units!r}"
+    return converted, values, notes
+
+
+def check_grid_estimate(estimate, where, output, memory_budget=None):
+    """Refuse (BatchError naming ``where``, the estimate and the way out) a grid whose
+    :class:`GridEstimate` needs more memory than ``memory_budget`` bytes (default the
+    memory available) or more disk than is free where ``output`` goes."""
+    budget = memory_budget if memory_budget is not None else available_memory()
+    if budget is not None and estimate.memory_bytes > budget:
+        raise BatchError(f"grid {where}: predicting it needs about {bytes_text(estimate.memory_bytes)} of memory, "
+                         f"more than the {bytes_text(budget)} {'budget' if memory_budget else 'available'} "
+                         f"({estimate.describe()}); use smaller tiles (--patch N){'' if output else ', write to a file (output=)'}"
+                         " or a larger memory_budget")
+    if output is not None:
+        import shutil
+
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(output))).free
+        if estimate.output_bytes > free:
+            raise BatchError(f"grid {where}: its output needs about {bytes_text(estimate.output_bytes)}, more than "
+                             f"the {bytes_text(free)} free where {output} goes ({estimate.describe()}); predict a "
+                             "region at a time, or write elsewhere")
 
 
 def _predict_blocks(model, grid, writer, name, coords, values, spec, pad, tiles, levels, chunk_size, seed,

@@ -249,3 +249,84 @@ def test_tasks_with_feature_groups_are_refused(tmp_path):
     with pytest.raises(ExportError, match="feature groups"):
         export_model(model, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+#: every documented invalid input, served in one TensorFlow-only process: case -> the
+#: error's text (or "ok" with the mean's finiteness)
+SERVE_INVALID = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(sys.argv[1])
+    plain, masked = loaded.signatures["serving_default"], loaded.signatures["with_masks"]
+    rng = np.random.default_rng(0)
+    def q(b=2, nc=5, nt=3, bc=None, by=None, bt=None, ny=None):
+        return {"xc": rng.normal(size=(bc or b, nc, 1)), "yc": rng.normal(size=(by or b, ny or nc, 1)),
+                "xt": rng.normal(size=(bt or b, nt, 1))}
+    def with_masks(query, mc=None, mt=None):
+        b, nc, nt = query["xc"].shape[0], query["xc"].shape[1], query["xt"].shape[1]
+        return {**query, "mask_c": np.ones((b, nc)) if mc is None else mc, "mask_t": np.ones((b, nt)) if mt is None else mt}
+    def put(query, key, index, value):
+        query[key][index] = value
+        return query
+    nan_yc = put(q(), "yc", (0, 1, 0), np.nan)
+    cases = {
+        "valid": (plain, q()), "valid NaN yc (unobserved)": (plain, nan_yc),
+        "valid masks": (masked, with_masks(q(), mc=np.array([[1, 1, 1, 0, 0], [1, 0, 1, 1, 1.0]]))),
+        "NaN xc": (plain, put(q(), "xc", (1, 2, 0), np.nan)), "inf xt": (plain, put(q(), "xt", (0, 0, 0), np.inf)),
+        "inf yc": (plain, put(q(), "yc", (0, 0, 0), -np.inf)), "huge xt": (plain, put(q(), "xt", (0, 1, 0), 1e30)),
+        "huge yc": (plain, put(q(), "yc", (1, 1, 0), -1e20)),
+        "mask_c 2": (masked, with_masks(q(), mc=np.full((2, 5), 2.0))),
+        "mask_c -1": (masked, with_masks(q(), mc=-np.ones((2, 5)))),
+        "mask_c 0.5": (masked, with_masks(q(), mc=np.full((2, 5), 0.5))),
+        "mask_t 0.5": (masked, with_masks(q(), mt=np.full((2, 3), 0.5))),
+        "batch xc 2, yc 1": (plain, q(by=1)), "batch xt 1": (plain, q(bt=1)),
+        "batch mask_c 1": (masked, with_masks(q(), mc=np.ones((1, 5)))),
+        "points yc 4 of 5": (plain, q(ny=4)), "points mask_c 4 of 5": (masked, with_masks(q(), mc=np.ones((2, 4)))),
+        "points mask_t 2 of 3": (masked, with_masks(q(), mt=np.ones((2, 2)))),
+    }
+    out = {}
+    for name, (signature, query) in cases.items():
+        try:
+            result = signature(**{k: tf.constant(v, tf.float32) for k, v in query.items()})
+            out[name] = "ok finite" if np.isfinite(result["mean"].numpy()).all() else "ok NaN"
+        except tf.errors.InvalidArgumentError as exc:
+            out[name] = exc.message
+    out["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("taylorformer", "plugins"))
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.slow  # a fresh TensorFlow-only process serving every invalid input once
+def test_exports_refuse_invalid_inputs_in_the_graph_with_a_clear_message(tmp_path):
+    """The served signatures check their inputs with the library's rules: finite values
+    (NaN in ``yc``: unobserved), masks of 0 and 1, magnitudes within the library's bound,
+    one batch size (never a broadcast of 1 against 2) and matching point counts."""
+    from taylorformer.prediction.query import MAX_MAGNITUDE
+
+    model = build_model(TINY)
+    export_model(model, tmp_path / "m", Normaliser.from_dict(
+        {"x_offset": [0.0], "x_scale": [1.0], "y_offset": [400.0], "y_scale": [5.0]}))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "TF_CPP_MIN_LOG_LEVEL": "3",
+           "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run([sys.executable, "-I", "-c", SERVE_INVALID, str(tmp_path / "m")], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out.pop("modules") == []  # served without taylorformer
+    bound = f"+-{MAX_MAGNITUDE:.3g}"
+    expected = {
+        "valid": "ok finite", "valid NaN yc (unobserved)": "ok finite", "valid masks": "ok finite",
+        "NaN xc": f"xc must be finite, within {bound}", "inf xt": f"xt must be finite, within {bound}",
+        "inf yc": "yc must be finite (NaN: not observed)", "huge xt": f"xt must be finite, within {bound}",
+        "huge yc": f"yc must be finite (NaN: not observed), within {bound}",
+        **dict.fromkeys(("mask_c 2", "mask_c -1", "mask_c 0.5"), "mask_c values must be 0 (padding) or 1"),
+        "mask_t 0.5": "mask_t values must be 0 (padding) or 1",
+        **dict.fromkeys(("batch xc 2, yc 1", "batch xt 1", "batch mask_c 1"), "must have the same batch size B"),
+        **dict.fromkeys(("points yc 4 of 5", "points mask_c 4 of 5"), "same number of context points Nc"),
+        "points mask_t 2 of 3": "xt and mask_t must have the same number of target points Nt"}
+    assert set(out) == set(expected)
+    for case, text in expected.items():
+        assert text in out[case], (case, out[case][:500])
+        assert text.startswith("ok") or "invalid input: " in out[case], case

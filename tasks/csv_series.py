@@ -255,6 +255,171 @@ def split_cuts(n, ratios):
     return {s: (cuts[i], cuts[i + 1]) for i, s in enumerate(SPLITS)}
 
 
+def window_positions(context_length, horizon):
+    """``[C + H]`` float32 position input of a window's rows: ``x_j = -1 + 2 j / (C + H - 1)``,
+    ``j = 0 .. C + H - 1`` (the first context row -1, the last target row +1)."""
+    return np.linspace(-1.0, 1.0, context_length + horizon, dtype=np.float32)
+
+
+def read_table(source, column_names=None, label="data file"):
+    """``(DataFrame with str column names, where)``: the CSV file ``source`` read with pandas
+    (``column_names``: the names of a file without a header row), or a shallow copy of the
+    DataFrame ``source``; ``where`` names it in error messages (``label`` and the file)."""
+    import pandas as pd
+
+    if isinstance(source, pd.DataFrame):
+        df, where = source.copy(deep=False), "DataFrame"
+        if column_names is not None:
+            raise TaskError("csv task: column_names applies to CSV files without a header row; "
+                            "a DataFrame has its own column names")
+    else:
+        where = f"{label} {str(source)!r}"
+        header = "infer" if column_names is None else None
+        try:
+            df = pd.read_csv(source, header=header)
+        except (ValueError, OSError) as exc:  # pandas parser errors are ValueErrors
+            raise TaskError(f"cannot read {where} as CSV: {exc}") from exc
+        if column_names is not None:
+            if len(column_names) != df.shape[1]:
+                raise TaskError(f"{where} has {df.shape[1]} columns but column_names names "
+                                f"{len(column_names)}: {column_names}")
+            df.columns = column_names
+    df.columns = [str(c) for c in df.columns]
+    repeated = sorted(set(df.columns[df.columns.duplicated()]))
+    if repeated:
+        raise TaskError(f"{where} has duplicate column name(s) {repeated} (compared as text): "
+                        f"each column needs its own name")
+    return df, where
+
+
+def numeric_columns(df, columns, role, where):
+    """``[n, len(columns)]`` float64 values of numeric columns (``role``: "target" or
+    "covariate", for messages); non-numeric or infinite entries are a TaskError."""
+    import pandas as pd
+
+    values = np.empty((len(df), len(columns)), np.float64)
+    for j, col in enumerate(columns):
+        if role == "target":
+            check_not_boolean(df[col], f"target column {col!r} of {where}")
+        kind = df[col].dtype.kind
+        if kind in "mMc" or (kind == "O" and df[col].map(lambda v: isinstance(v, complex)).any()):
+            what = {"m": "durations (timedelta)", "M": "dates (datetime)"}.get(kind, "complex numbers")
+            raise TaskError(f"{role} column {col!r} of {where} holds {what}, dtype {df[col].dtype}: "
+                            f"not real numbers; convert it explicitly (e.g. to hours or to its real "
+                            f"part) before building the task")
+        numeric = pd.to_numeric(df[col], errors="coerce")
+        bad = np.flatnonzero(numeric.isna().to_numpy() & df[col].notna().to_numpy())
+        if bad.size:
+            examples = ", ".join(f"row {i}: {df[col].iloc[i]!r}" for i in bad[:3])
+            raise TaskError(f"{role} column {col!r} of {where} is not numeric "
+                            f"({bad.size} non-numeric entries; {examples}; rows are 0-based, "
+                            f"header excluded)")
+        values[:, j] = numeric.to_numpy(np.float64)
+        inf = np.flatnonzero(np.isinf(values[:, j]))
+        if inf.size:
+            examples = ", ".join(f"row {i}: {float(values[i, j])}" for i in inf[:3])
+            raise TaskError(f"{where}: {role} column {col!r} holds {inf.size} infinite value(s) "
+                            f"({examples}; rows are 0-based, header excluded); a model cannot "
+                            f"train on them: clean the {'DataFrame' if where == 'DataFrame' else 'file'}")
+    return values
+
+
+def series_dates(df, file_rows, where, date_column=None):
+    """``(dates, timezone)``: datetime64 ``[n]`` of the kept ``file_rows`` of ``df`` (from
+    ``date_column``, or a DataFrame's DatetimeIndex or index of datetimes in several zones),
+    checked strictly increasing (:func:`parse_dates`: one kind of zone), and their zone;
+    ``(None, None)`` without dates. Dates with a UTC offset or time zone are UTC instants and
+    ``timezone`` their zone's name (calendar features use the local time; output dates
+    carry the zone)."""
+    import pandas as pd
+
+    if date_column:
+        label = f"date column {date_column!r} (date_column)"
+        dates = parse_dates(df[date_column].iloc[file_rows], f"{label} of {where}")
+    elif isinstance(df.index, pd.DatetimeIndex):
+        dates, label = pd.Series(df.index[file_rows]), "the DatetimeIndex"
+    elif len(df.index) and all(isinstance(v, datetime.datetime) for v in df.index):  # several zones
+        label = "the index"
+        dates = parse_dates(df.index[file_rows], f"{label} of {where}")
+    else:
+        return None, None
+    bad = np.flatnonzero(dates.isna().to_numpy())
+    if bad.size:
+        raise TaskError(f"{label} of {where} has missing or unparseable dates in rows {listed_rows(file_rows[bad])}")
+    timezone = None
+    if dates.dt.tz is not None:
+        timezone = str(dates.dt.tz)
+        dates = dates.dt.tz_convert("UTC").dt.tz_localize(None)
+    dates = dates.to_numpy()
+    gaps = np.diff(dates)
+    steps = np.flatnonzero(gaps < np.timedelta64(0))
+    if steps.size:
+        raise TaskError(f"{where} is not in chronological order: {label} decreases after rows "
+                        f"{listed_rows(file_rows[steps])}")
+    repeats = np.flatnonzero(gaps == np.timedelta64(0))
+    if repeats.size:
+        i = int(repeats[0])
+        raise TaskError(f"{label} of {where} repeats dates: {repeats.size} row(s) have the date of the "
+                        f"row before, the first {pd.Timestamp(dates[i + 1])} in rows {file_rows[i]} and "
+                        f"{file_rows[i + 1]} (0-based, header excluded); one row per time step: "
+                        f"aggregate or drop the duplicates")
+    return dates, timezone
+
+
+def read_series(df, where, target_columns, covariate_columns=(), date_column=None, missing="mask",
+                in_memory=False, header_hint=False):
+    """The series in the table ``df`` (from :func:`read_table`; ``where`` names it) as the csv
+    task reads it (module docstring, "Missing values"): a dict ``values [n, Dy + K]`` float64
+    (the targets, then the covariates; NaN a missing target value with ``missing="mask"``),
+    ``file_rows [n]`` (0-based data rows kept), ``dates``, ``timezone`` (:func:`series_dates`).
+    A missing column, a non-numeric entry or a NaN the policy refuses is a TaskError naming
+    ``where``; ``in_memory`` (a DataFrame) and ``header_hint`` (a file read with a header
+    row: mention ``column_names``) shape its advice."""
+    import pandas as pd
+
+    target_columns, covariate_columns = list(target_columns), list(covariate_columns)
+    wanted = ([(c, "target_columns") for c in target_columns]
+              + [(c, "covariate_columns") for c in covariate_columns]
+              + ([(date_column, "date_column")] if date_column else []))
+    for col, key in wanted:
+        if col not in df.columns:
+            close = close_matches(col, df.columns)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise TaskError(f"{where} has no column {col!r}{hint} Columns: {list(df.columns)} "
+                            f"(check {key}" + (", and column_names if the file has no header row)"
+                                               if header_hint else ")"))
+    if date_column in target_columns + covariate_columns:
+        raise TaskError(f"column {date_column!r} is both the date column and a target or covariate")
+    columns = target_columns + covariate_columns
+    values = np.concatenate([numeric_columns(df, target_columns, "target", where),
+                             numeric_columns(df, covariate_columns, "covariate", where)], 1)
+    file_rows = np.arange(len(df))
+    nan = np.isnan(values).any(axis=1)
+    fix = "clean the DataFrame" if in_memory else "clean the file"
+    if nan.any() and missing == "error":
+        cols = [c for j, c in enumerate(columns) if np.isnan(values[:, j]).any()]
+        role = ("target" if set(cols) <= set(target_columns) else
+                "covariate" if set(cols) <= set(covariate_columns) else "target/covariate")
+        raise TaskError(f"{_nan_rows(where, values, columns, role)}; {fix} or pass missing="
+                        f"'drop' or 'ffill'" + (" (or 'mask': missing target values)" if role == "target" else ""))
+    covariates = values[:, len(target_columns):]
+    if missing == "mask" and np.isnan(covariates).any():
+        raise TaskError(f"{_nan_rows(where, covariates, covariate_columns, 'covariate')}; "
+                        f"covariates are inputs and cannot be missing (missing='mask' masks "
+                        f"target values only): {fix}, or pass missing='ffill' (carry the last "
+                        f"value forward) or 'drop' (drop the rows)")
+    if missing == "ffill":
+        values = pd.DataFrame(values).ffill().to_numpy()
+        lead = np.flatnonzero(np.isnan(values).any(axis=1))
+        if lead.size:
+            raise TaskError(f"{where}: rows {listed_rows(lead)} hold NaN with no earlier value to "
+                            f"carry forward (missing='ffill'); use missing='drop'")
+    elif missing == "drop":
+        values, file_rows = values[~nan], file_rows[~nan]
+    dates, timezone = series_dates(df, file_rows, where, date_column)
+    return {"values": values, "file_rows": file_rows, "dates": dates, "timezone": timezone}
+
+
 class CSVSeriesTask(Task):
     """Forecast the next ``horizon`` rows of CSV columns from the previous ``context_length``.
 
@@ -352,107 +517,16 @@ class CSVSeriesTask(Task):
     # ------------------------------------------------------------------ loading
     def _read_table(self, frame):
         """``(DataFrame with str column names, where)``: the file read with pandas, or a
-        shallow copy of ``frame``; ``where`` names the source in error messages."""
-        import pandas as pd
-
-        if frame is not None:
-            df, where = frame.copy(deep=False), "DataFrame"
-            if self.column_names is not None:
-                raise TaskError("csv task: column_names applies to CSV files without a header row; "
-                                "a DataFrame has its own column names")
-        else:
-            where = f"data file {str(self.resolved_path)!r}"
-            header = "infer" if self.column_names is None else None
-            try:
-                df = pd.read_csv(self.resolved_path, header=header)
-            except (ValueError, OSError) as exc:  # pandas parser errors are ValueErrors
-                raise TaskError(f"cannot read {where} as CSV: {exc}") from exc
-            if self.column_names is not None:
-                if len(self.column_names) != df.shape[1]:
-                    raise TaskError(f"{where} has {df.shape[1]} columns but column_names names "
-                                    f"{len(self.column_names)}: {self.column_names}")
-                df.columns = self.column_names
-        df.columns = [str(c) for c in df.columns]
-        repeated = sorted(set(df.columns[df.columns.duplicated()]))
-        if repeated:
-            raise TaskError(f"{where} has duplicate column name(s) {repeated} (compared as text): "
-                            f"each column needs its own name")
-        return df, where
-
-    def _numeric(self, df, columns, role, where):
-        """``[n, len(columns)]`` float64 values of numeric columns (``role``: "target" or
-        "covariate", for messages); non-numeric or infinite entries are a TaskError."""
-        import pandas as pd
-
-        values = np.empty((len(df), len(columns)), np.float64)
-        for j, col in enumerate(columns):
-            if role == "target":
-                check_not_boolean(df[col], f"target column {col!r} of {where}")
-            kind = df[col].dtype.kind
-            if kind in "mMc" or (kind == "O" and df[col].map(lambda v: isinstance(v, complex)).any()):
-                what = {"m": "durations (timedelta)", "M": "dates (datetime)"}.get(kind, "complex numbers")
-                raise TaskError(f"{role} column {col!r} of {where} holds {what}, dtype {df[col].dtype}: "
-                                f"not real numbers; convert it explicitly (e.g. to hours or to its real "
-                                f"part) before building the task")
-            numeric = pd.to_numeric(df[col], errors="coerce")
-            bad = np.flatnonzero(numeric.isna().to_numpy() & df[col].notna().to_numpy())
-            if bad.size:
-                examples = ", ".join(f"row {i}: {df[col].iloc[i]!r}" for i in bad[:3])
-                raise TaskError(f"{role} column {col!r} of {where} is not numeric "
-                                f"({bad.size} non-numeric entries; {examples}; rows are 0-based, "
-                                f"header excluded)")
-            values[:, j] = numeric.to_numpy(np.float64)
-            inf = np.flatnonzero(np.isinf(values[:, j]))
-            if inf.size:
-                examples = ", ".join(f"row {i}: {float(values[i, j])}" for i in inf[:3])
-                raise TaskError(f"{where}: {role} column {col!r} holds {inf.size} infinite value(s) "
-                                f"({examples}; rows are 0-based, header excluded); a model cannot "
-                                f"train on them: clean the {'DataFrame' if self.in_memory else 'file'}")
-        return values
+        shallow copy of ``frame`` (:func:`read_table`)."""
+        return read_table(self.resolved_path if frame is None else frame, self.column_names)
 
     def _load(self, frame):
-        import pandas as pd
-
         df, where = self._read_table(frame)
-        wanted = ([(c, "target_columns") for c in self.target_columns]
-                  + [(c, "covariate_columns") for c in self.covariate_columns]
-                  + ([(self.date_column, "date_column")] if self.date_column else []))
-        for col, key in wanted:
-            if col not in df.columns:
-                close = close_matches(col, df.columns)
-                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-                raise TaskError(f"{where} has no column {col!r}{hint} Columns: {list(df.columns)} "
-                                f"(check {key}" + (", and column_names if the file has no header row)"
-                                                   if self.column_names is None and not self.in_memory else ")"))
-        if self.date_column in self.target_columns + self.covariate_columns:
-            raise TaskError(f"column {self.date_column!r} is both the date column and a target or covariate")
-        columns = self.target_columns + self.covariate_columns
-        values = np.concatenate([self._numeric(df, self.target_columns, "target", where),
-                                 self._numeric(df, self.covariate_columns, "covariate", where)], 1)
-        file_rows = np.arange(len(df))
-        nan = np.isnan(values).any(axis=1)
-        fix = "clean the DataFrame" if self.in_memory else "clean the file"
-        if nan.any() and self.missing == "error":
-            cols = [c for j, c in enumerate(columns) if np.isnan(values[:, j]).any()]
-            role = ("target" if set(cols) <= set(self.target_columns) else
-                    "covariate" if set(cols) <= set(self.covariate_columns) else "target/covariate")
-            raise TaskError(f"{_nan_rows(where, values, columns, role)}; {fix} or pass missing="
-                            f"'drop' or 'ffill'" + (" (or 'mask': missing target values)" if role == "target" else ""))
-        covariates = values[:, self.dim_y:]
-        if self.missing == "mask" and np.isnan(covariates).any():
-            raise TaskError(f"{_nan_rows(where, covariates, self.covariate_columns, 'covariate')}; "
-                            f"covariates are inputs and cannot be missing (missing='mask' masks "
-                            f"target values only): {fix}, or pass missing='ffill' (carry the last "
-                            f"value forward) or 'drop' (drop the rows)")
-        if self.missing == "ffill":
-            values = pd.DataFrame(values).ffill().to_numpy()
-            lead = np.flatnonzero(np.isnan(values).any(axis=1))
-            if lead.size:
-                raise TaskError(f"{where}: rows {listed_rows(lead)} hold NaN with no earlier value to "
-                                f"carry forward (missing='ffill'); use missing='drop'")
-        elif self.missing == "drop":
-            values, file_rows = values[~nan], file_rows[~nan]
-        self.dates = self._dates(df, file_rows, where)
+        read = read_series(df, where, self.target_columns, self.covariate_columns, self.date_column,
+                           self.missing, in_memory=self.in_memory,
+                           header_hint=self.column_names is None and not self.in_memory)
+        values, file_rows = read["values"], read["file_rows"]
+        self.dates, self.timezone = read["dates"], read["timezone"]
         if self.calendar_features and self.dates is None:
             raise TaskError(f"csv task on {where}: calendar_features {self.calendar_features} need dates: "
                             "pass date_column= (or a DataFrame with a DatetimeIndex)")
@@ -467,46 +541,6 @@ class CSVSeriesTask(Task):
                     if self.calendar_features else np.zeros((len(values), 0)))
         #: ``[N, dim_x - 1]`` float32 inputs after the position: covariates, calendar
         self.features = np.concatenate([cov_scaled, calendar.astype(np.float32)], 1)
-
-    def _dates(self, df, file_rows, where):
-        """datetime64 ``[n]`` of the kept rows (from ``date_column``, or a DataFrame's
-        DatetimeIndex or index of datetimes in several zones), checked strictly increasing
-        (:func:`parse_dates`: one kind of zone); None without dates. Dates with a UTC
-        offset or time zone are kept as UTC instants and their zone in :attr:`timezone`
-        (calendar features use the local time; output dates carry the zone)."""
-        import pandas as pd
-
-        self.timezone = None
-        if self.date_column:
-            label = f"date column {self.date_column!r} (date_column)"
-            dates = parse_dates(df[self.date_column].iloc[file_rows], f"{label} of {where}")
-        elif isinstance(df.index, pd.DatetimeIndex):
-            dates, label = pd.Series(df.index[file_rows]), "the DatetimeIndex"
-        elif len(df.index) and all(isinstance(v, datetime.datetime) for v in df.index):  # several zones
-            label = "the index"
-            dates = parse_dates(df.index[file_rows], f"{label} of {where}")
-        else:
-            return None
-        bad = np.flatnonzero(dates.isna().to_numpy())
-        if bad.size:
-            raise TaskError(f"{label} of {where} has missing or unparseable dates in rows {listed_rows(file_rows[bad])}")
-        if dates.dt.tz is not None:
-            self.timezone = str(dates.dt.tz)
-            dates = dates.dt.tz_convert("UTC").dt.tz_localize(None)
-        dates = dates.to_numpy()
-        gaps = np.diff(dates)
-        steps = np.flatnonzero(gaps < np.timedelta64(0))
-        if steps.size:
-            raise TaskError(f"{where} is not in chronological order: {label} decreases after rows "
-                            f"{listed_rows(file_rows[steps])}")
-        repeats = np.flatnonzero(gaps == np.timedelta64(0))
-        if repeats.size:
-            i = int(repeats[0])
-            raise TaskError(f"{label} of {where} repeats dates: {repeats.size} row(s) have the date of the "
-                            f"row before, the first {pd.Timestamp(dates[i + 1])} in rows {file_rows[i]} and "
-                            f"{file_rows[i + 1]} (0-based, header excluded); one row per time step: "
-                            f"aggregate or drop the duplicates")
-        return dates
 
     def date_index(self, dates):
         """``pandas.DatetimeIndex`` of stored ``dates [n]`` (UTC datetime64 when the data have a
@@ -610,8 +644,8 @@ class CSVSeriesTask(Task):
 
     @property
     def x(self):
-        """``[C + H]`` float32 position input of every window: ``-1 + 2 j / (C + H - 1)``."""
-        return np.linspace(-1.0, 1.0, self.context_length + self.horizon, dtype=np.float32)
+        """``[C + H]`` float32 position input of every window (:func:`window_positions`)."""
+        return window_positions(self.context_length, self.horizon)
 
     def window_starts(self, split):
         """``[n]`` int64 evaluation window starts of ``split``, increasing (every ``eval_stride``-th)."""

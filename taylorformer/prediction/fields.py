@@ -292,9 +292,10 @@ def check_unique_points(coords, names, where):
 
 
 # ----------------------------------------------------------------------------- the size of a grid
-#: a rough prediction rate (cells per second) behind the time of :func:`estimate_grid`: an
-#: order of magnitude for a default-size conditional model on a few CPU cores, not a promise
-CELLS_PER_SECOND = 2e4
+#: a rough prediction rate (cells per second) behind the time of :func:`estimate_grid`: the
+#: order of a default-size TNP-D's on two CPU cores with a few hundred context points (an
+#: accelerator is far faster); an order of magnitude, not a promise
+CELLS_PER_SECOND = 1e3
 
 
 def bytes_text(nbytes):
@@ -321,7 +322,7 @@ class GridEstimate:
         hours = self.seconds / 3600
         time_text = f"{hours:.3g} h" if hours >= 1 else f"{self.seconds / 60:.2g} min"
         return (f"{self.cells:,} cells, {bytes_text(self.output_bytes)} of output, about {bytes_text(self.memory_bytes)} "
-                f"of memory and roughly {time_text} at ~{CELLS_PER_SECOND:.0e} cells/s")
+                f"of memory and roughly {time_text} at ~{CELLS_PER_SECOND:g} cells/s")
 
 
 def estimate_grid(shape, levels=DEFAULT_LEVELS, tile=None, inputs=2, chunk_size=4096, context=0,
@@ -734,7 +735,8 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
         check_geography(target.box, target.roles, target.units, span if known else None, f"grid {target.where}")
         check_geography([_extent(c) if len(c) else (0.0, 0.0) for c in coords.T], target.roles, [None] * len(names),
                         span if known else None, context_where, reference=target.box)
-        notes = _wrap_longitudes(target, coords, spec, context_where)
+        recorded = coords.copy()  # the context as the file records it: in the grid's own convention
+        notes = _wrap_longitudes(target, coords, recorded, spec, context_where)
         normaliser, values, note = _output_units(normaliser, attrs, ctx_attrs, values, target, context_where)
         notes.update(note)
         pad = _per_input("predict_field", "padding", padding, names,
@@ -764,7 +766,7 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
         with contextlib.ExitStack() as stack:
             path = stack.enter_context(atomic_path(output)) if output is not None else \
                 os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "field.nc")
-            writer = _Writer(path, target, name, levels, attrs, options, names, coords)
+            writer = _Writer(path, target, name, levels, attrs, options, names, recorded)
             try:
                 _predict_blocks(model, target, writer, name, coords, values, spec, pad, tiles, levels,
                                 chunk_size, seed, progress, normaliser, spread_scale)
@@ -781,10 +783,12 @@ def predict_field(model, context, grid, output=None, *, normaliser=None, inputs=
     return xr.open_dataset(output)
 
 
-def _wrap_longitudes(grid, coords, spec, context_where):
+def _wrap_longitudes(grid, coords, recorded, spec, context_where):
     """Wrap the longitudes of ``grid`` (its input coordinates, not its written ones) and of
     the context ``coords [N, k]`` (in place) to one convention, the training data's where
-    the model records it (:func:`longitude_start`); the output attributes that say so."""
+    the model records it (:func:`longitude_start`), and those of ``recorded [N, k]`` (the
+    context points the file records, drawn on the grid's map) to the grid's own; the output
+    attributes that say so."""
     lon = [i for i, role in enumerate(grid.roles) if role == "lon"]
     if len(lon) != 1:
         return {}
@@ -795,6 +799,7 @@ def _wrap_longitudes(grid, coords, spec, context_where):
     if moved_grid:
         grid.coords[i] = grid.coords[i].copy(data=wrapped)
     coords[:, i], moved_context = wrap_longitude(coords[:, i], start)
+    recorded[:, i] = wrap_longitude(recorded[:, i], longitude_start(None, grid.box[i]))[0]
     if moved_context:
         check_unique_points(coords, grid.names, context_where)
     if not (moved_grid or moved_context):
@@ -802,7 +807,8 @@ def _wrap_longitudes(grid, coords, spec, context_where):
     return {"taylorformer_longitude_wrapped": (
         f"{grid.names[i]} wrapped to [{start:g}, {start + 360:g}] (the "
         f"{'training data' if extent is not None else 'grid'}'s convention) before predicting: {moved_grid} grid "
-        f"value(s), {moved_context} context point(s); the coordinates written are the grid's own")}
+        f"value(s), {moved_context} context point(s); the grid's and the context points' coordinates are written "
+        "in the grid's own convention")}
 
 
 def _output_units(normaliser, attrs, context_attrs, values, grid, context_where):

@@ -185,6 +185,9 @@ def test_longitudes_are_wrapped_to_the_training_convention(model):
     np.testing.assert_allclose(own.t_mean.values, predict(model, context, geo_grid(lat, lon, values=values),
                                                           plain).t_mean.values, rtol=1e-6)
     assert "the grid's convention" in own.attrs["taylorformer_longitude_wrapped"]
+    # the context points the file records (drawn on the grid's map) are in the grid's convention
+    np.testing.assert_allclose(own.context_lon.values, context.lon.values)
+    np.testing.assert_allclose(given.context_lon.values, context.lon.values)
 
 
 # ----------------------------------------------------------------------------- size

@@ -19,7 +19,9 @@ another field, patch by patch, streamed to netCDF in the data's units.
   and the grid's; how they were computed: its ``quantile_method``), in the data's units,
   plus the grid variable itself (the truth, where the grid has it), and the context
   points' coordinates, ``context_<coordinate>`` over dim ``context`` (up to
-  :data:`MAX_RECORDED_CONTEXT` points: the stations a map draws). Written patch by patch
+  :data:`MAX_RECORDED_CONTEXT` points: the stations a map draws). The output is in the
+  grid field's units (else the context's, else the model's), converted from the model's
+  where they differ (:func:`convert_units`). Written patch by patch
   (atomically: a temp file renamed at the end), never the whole result in memory.
 
 Patches: the grid is cut into tiles of ``patch`` cells per dim; a tile's targets are
@@ -217,8 +219,6 @@ def in_units(normaliser, units, where):
 
 
 # ----------------------------------------------------------------------------- coordinate checks
-#: longitude conventions: the first value of the 360-degree interval
-LONGITUDE_STARTS = (-180.0, 0.0)
 #: units texts that say a coordinate is in degrees, and in radians
 DEGREE_UNITS = LAT_UNITS + LON_UNITS + ("degree", "degrees", "deg", "degrees_true")
 RADIAN_UNITS = ("rad", "radian", "radians")
@@ -245,8 +245,8 @@ def check_geography(box, roles, units, span, where, reference=None):
         if text in RADIAN_UNITS:
             raise BatchError(f"{where}: the {roles[i]}itude coordinate is in radians (units {units[i]!r}); the model "
                              "takes degrees: convert it (numpy.degrees)")
-    unlabelled = [i for i in geo if str(units[i] or "").strip().lower().replace(" ", "_") not in DEGREE_UNITS]
-    if not unlabelled or span is None:
+    labelled = [i for i in geo if str(units[i] or "").strip().lower().replace(" ", "_") in DEGREE_UNITS]
+    if labelled or not geo or span is None:  # a degree label speaks for the grid
         return
     limit = {"lat": np.pi / 2, "lon": 2 * np.pi}
     radian_like = all(max(abs(box[i][0]), abs(box[i][1])) <= limit[roles[i]] for i in geo)

@@ -9,7 +9,9 @@ was trained on and how well it did::
      "data": {"task", "task_config", "source", "checksum", "split_sizes", "split_unit"},
      "training": {"steps", "batch_size", "seed", ...},
      "metrics": {"step", "val_loglik", ...} at save time, "evaluation": the final test
-     evaluation (``taylorformer train`` records it once it has run),
+     evaluation (``taylorformer train`` records it once it has run; an autoregressive
+     model's headline metrics are its sampled forecasts', ``sampled`` says how many,
+     the teacher-forced ones are under ``teacher_forced``),
      "versions": {"taylorformer", "tensorflow", "keras", "tensorflow-probability", "python"},
      "commit": git commit of the taylorformer source, where it is a git checkout}
 
@@ -43,8 +45,9 @@ MAX_CONFIG_BYTES = 64 * 2**20
 MAX_JSON_DEPTH = 64
 #: the entries of a card that are JSON objects (or null), by their place in it (``*``: each
 #: value of the object above)
-CARD_OBJECTS = ("data", "data.split_sizes", "training", "metrics", "evaluation", "evaluation.data_units",
-                "evaluation.data_units.outputs", "evaluation.data_units.outputs.*", "versions")
+CARD_OBJECTS = ("data", "data.split_sizes", "training", "metrics", "evaluation", "evaluation.sampled",
+                "evaluation.data_units", "evaluation.data_units.outputs", "evaluation.data_units.outputs.*",
+                "versions")
 #: distributions whose versions the card records
 PACKAGES = ("taylorformer", "tensorflow", "keras", "tensorflow-probability")
 #: the model files of a run directory, in the order ``info`` looks for them
@@ -269,6 +272,70 @@ def _metrics_text(metrics):
     return ", ".join(parts)
 
 
+def sampled_forecasts(evaluation):
+    """``(paths, windows)`` of an evaluation whose headline metrics are an autoregressive
+    model's sampled forecasts (its ``sampled`` entry), else None."""
+    sampled = evaluation.get("sampled")
+    if isinstance(sampled, dict) and "num_samples" in sampled and "crps" not in sampled:
+        return sampled["num_samples"], sampled.get("num_tasks")
+    return None  # a conditional model's, or a card written before sampled headlines (its sampled has crps)
+
+
+def evaluation_headline(evaluation):
+    """The line saying what an autoregressive model's headline metrics are: its sampled
+    forecasts (paths per window, windows, and rmse, mae, crps, coverage95 in the data's
+    units where known), or that it has only teacher-forced ones; None for a conditional
+    model's evaluation."""
+    forced = evaluation.get("teacher_forced")
+    found = sampled_forecasts(evaluation)
+    if found is None:
+        return ("no sampled forecasts: the point metrics are teacher-forced only (each target given the true "
+                "earlier ones; not a forecast's)") if forced else None
+    units = evaluation.get("data_units") or evaluation
+    paths, windows = found
+    text = _metrics_text({k: units.get(k) for k in ("rmse", "mae", "crps", "coverage95")})
+    where = " in the data's units" if evaluation.get("data_units") else ""
+    return f"sampled forecasts ({paths} paths per window, {windows} windows){where}: {text}"
+
+
+def evaluation_lines(evaluation):
+    """The lines of ``taylorformer info`` for a card's final evaluation: the headline
+    metrics (an autoregressive model's: its sampled forecasts, :func:`evaluation_headline`),
+    per output in the data's units, the teacher-forced ones under their label, the verdict.
+    Cards written before sampled headlines (``"teacher_forced": true``) print with their
+    point metrics labelled teacher-forced."""
+    data_units = evaluation.get("data_units") or {}
+    forced = evaluation.get("teacher_forced")
+    found = sampled_forecasts(evaluation)
+    if found:
+        kind, keys = (f"; sampled forecasts, {found[0]} paths per window on {found[1]} windows",
+                      ("loglik", "rmse", "mae", "crps", "coverage95", "num_tasks"))
+    else:
+        kind = ("" if not forced else "; no sampled forecasts" if isinstance(forced, dict)
+                else "; point metrics teacher-forced (each target given the true earlier ones)")
+        keys = ("loglik", "rmse", "coverage95", "num_tasks")
+    lines = [f"final evaluation ({evaluation.get('split', 'test')} split{kind}"
+             + ("; loglik, rmse in the model's standardised units" if data_units else "")
+             + "): " + _metrics_text({k: evaluation.get(k) for k in keys})]
+    if data_units:
+        shown = ("loglik", "crps", "rmse", "mae", "coverage95") if found else ("loglik",)
+        lines.append(f"  in the data's units: {_metrics_text({k: data_units.get(k) for k in shown})}")
+    for name, values in data_units.get("outputs", {}).items():
+        lines.append(f"  {name}" + (" (teacher-forced)" if forced is True else "") + f": {_metrics_text(values)}")
+    if isinstance(forced, dict):
+        outputs = (forced.get("data_units") or {}).get("outputs") or {}
+        lines.append("  teacher-forced (each target given the true earlier ones; not a forecast): "
+                     + _metrics_text({k: forced.get(k) for k in ("rmse", "coverage95")})
+                     + "".join(f"; {name}: {_metrics_text(values)}" for name, values in outputs.items()))
+    old_sampled = evaluation.get("sampled")
+    if forced is True and isinstance(old_sampled, dict) and "crps" in old_sampled:
+        lines.append(f"  sampled forecasts ({old_sampled.get('num_samples')} paths per window): "
+                     + _metrics_text({k: old_sampled.get(k) for k in ("mse", "crps", "coverage95")}))
+    if isinstance(evaluation.get("verdict"), str):
+        lines.append(f"  verdict: {evaluation['verdict']}")
+    return lines
+
+
 def format_info(info):
     """The plain text of ``taylorformer info`` for a :func:`run_info` dict."""
     model = info["model"]
@@ -295,17 +362,7 @@ def format_info(info):
             lines.append(f"metrics at save time (the model's units): {_metrics_text(card['metrics'])}")
         evaluation = card.get("evaluation")
         if evaluation:
-            data_units = evaluation.get("data_units") or {}
-            lines.append(f"final evaluation ({evaluation.get('split', 'test')} split"
-                         + ("; loglik, rmse in the model's standardised units" if data_units else "")
-                         + "): " + _metrics_text({k: evaluation.get(k) for k in ("loglik", "rmse", "coverage95",
-                                                                                   "num_tasks")}))
-            if data_units:
-                lines.append(f"  in the data's units: {_metrics_text({'loglik': data_units.get('loglik')})}")
-            for name, values in data_units.get("outputs", {}).items():
-                lines.append(f"  {name}: {_metrics_text(values)}")
-            if isinstance(evaluation.get("verdict"), str):
-                lines.append(f"  verdict: {evaluation['verdict']}")
+            lines += evaluation_lines(evaluation)
         versions_ = card.get("versions") or {}
         lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions_.items()))
         lines.append(f"created {card.get('created')}" + (f", commit {card['commit']}" if card.get("commit") else ""))

@@ -1,11 +1,17 @@
 """Evaluation metrics: log-likelihood (mean +- stderr), RMSE, 95% coverage, GP ceiling.
 
-For autoregressive models the log-likelihood, ``rmse`` and ``mse`` are teacher-forced
-(each target conditioned on the true earlier targets: the Taylorformer paper's metric);
-``sampled`` adds true multi-step forecasts (joint samples): MSE of the sample mean,
-CRPS and 95% coverage of the sample quantiles; ``consistency`` is the std of the
-log-likelihood over K target orders (mean and 95% interval over tasks).
+For autoregressive models the headline ``rmse``, ``mse``, ``mae``, ``crps`` and
+``coverage95`` are those of sampled multi-step forecasts (:data:`DEFAULT_SAMPLES` joint
+paths per window on at most :data:`DEFAULT_SAMPLED_TASKS` windows, spread over the
+split; ``sampled`` says how many): what a user of the forecasts gets. The
+log-likelihood is the joint one by the chain rule (each target's density given the true
+earlier targets: the Taylorformer paper's metric, exact for the joint distribution the
+paths are drawn from). The teacher-forced point metrics (each target predicted from the
+true earlier targets, not a forecast) appear only under ``teacher_forced``.
+``consistency`` is the std of the log-likelihood over K target orders (mean and 95%
+interval over tasks).
 """
+import math
 import sys
 
 import keras
@@ -18,18 +24,28 @@ from taylorformer.checks import check_int, check_memory
 from taylorformer.errors import SpecError, TaskError
 from taylorformer.models.inference import loglik, masked_point_mean, observed_log_prob
 from taylorformer.models.target_order import permute_targets
-from taylorformer.prediction.calibration import ensemble_crps
-from taylorformer.workflow.predictive_baselines import Comparison
+from taylorformer.workflow.predictive_baselines import Comparison, sample_point_metrics
+
+#: forecast paths per window an autoregressive model's evaluation samples by default
+DEFAULT_SAMPLES = 32
+#: windows whose forecasts an evaluation samples by default, at most (spread over the split)
+DEFAULT_SAMPLED_TASKS = 64
 
 
-def check_evaluate_options(batch_size, num_batches, num_samples, consistency, model=None):
+def check_evaluate_options(batch_size, num_batches, num_samples, consistency, model=None,
+                           sampled_tasks=DEFAULT_SAMPLED_TASKS):
     """The options of :func:`evaluate` (SpecError naming the option and value): batch_size
-    >= 1, num_batches >= 1 or None (the whole split), num_samples >= 0, consistency 0 or
-    >= 2; with ``model``, num_samples and consistency need an autoregressive model."""
+    >= 1, num_batches >= 1 or None (the whole split), num_samples None (the default), 0
+    (no sampled forecasts) or >= 2, consistency 0 or >= 2, sampled_tasks >= 1 or None (every
+    window); with ``model``, num_samples and consistency need an autoregressive model."""
     check_int("evaluate", "batch_size", batch_size)
     check_int("evaluate", "num_batches", num_batches, optional=True)
-    check_int("evaluate", "num_samples", num_samples, minimum=0)
+    check_int("evaluate", "num_samples", num_samples, minimum=0, optional=True)
     check_int("evaluate", "consistency", consistency, minimum=0)
+    check_int("evaluate", "sampled_tasks", sampled_tasks, optional=True)
+    if num_samples == 1:
+        raise SpecError("evaluate 'num_samples' is the number of forecast paths per window: 0 (none) or "
+                        "at least 2 (their spread gives the CRPS and the 95% interval), got 1")
     if consistency == 1:
         raise SpecError("evaluate 'consistency' is the number K of target orders: 0 (off) or "
                         "K >= 2, got 1")
@@ -114,22 +130,47 @@ def _observed_mean(values, observed):
 
 
 def sample_metrics(samples, yt, mask_t, observed_t=None):
-    """MSE of the sample mean, CRPS and 95% coverage from ``samples [S, B, Nt, Dy]``.
-
-    CRPS uses the ensemble estimator
-    over all pairs of samples (:func:`taylorformer.prediction.calibration.ensemble_crps`,
-    ``fair=False``; per point, averaged
-    over the observed dims: ``observed_t [B, Nt, Dy]``, all by default). Returns
-    per-real-point arrays (NumPy).
-    """
-    samples, yt = np.asarray(samples, np.float64), np.asarray(yt, np.float64)
+    """Per real target point of multi-step forecast paths ``samples [S, B, Nt, Dy]`` at
+    ``yt [B, Nt, Dy]``: ``sq_err`` / ``abs_err`` of the paths' mean, ``crps`` (the fair
+    ensemble estimator) and ``inside95`` (every observed output inside the paths' central
+    95% interval), each averaged over the observed outputs (``observed_t [B, Nt, Dy]``, all
+    by default), from :func:`taylorformer.workflow.predictive_baselines.sample_point_metrics`
+    (NumPy)."""
     mask = np.asarray(mask_t).astype(bool)
-    observed = np.ones(yt.shape, bool) if observed_t is None else np.asarray(observed_t) > 0.5
-    sq_err = _observed_mean((samples.mean(0) - yt) ** 2, observed)
-    crps = _observed_mean(ensemble_crps(samples, yt, fair=False), observed)
-    lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
-    inside = (((yt >= lo) & (yt <= hi)) | ~observed).all(-1)
-    return {"sq_err": sq_err[mask], "crps": crps[mask], "inside95": inside[mask]}
+    observed = np.ones(np.shape(yt), bool) if observed_t is None else np.asarray(observed_t) > 0.5
+    point = sample_point_metrics(samples, yt)
+    return {"sq_err": _observed_mean(point["error"] ** 2, observed)[mask],
+            "abs_err": _observed_mean(np.abs(point["error"]), observed)[mask],
+            "crps": _observed_mean(point["crps"], observed)[mask],
+            "inside95": (point["inside95"] | ~observed).all(-1)[mask]}
+
+
+def resolve_samples(model, num_samples):
+    """Forecast paths per window :func:`evaluate` samples: ``num_samples`` where given,
+    else :data:`DEFAULT_SAMPLES` for an autoregressive model and 0 for a conditional one."""
+    if num_samples is not None:
+        return num_samples
+    return DEFAULT_SAMPLES if getattr(model, "causal", False) else 0
+
+
+def sampling_stride(task, split, batch_size, num_batches, sampled_tasks):
+    """Every how many tasks of ``split`` :func:`evaluate` samples forecasts: the split's
+    tasks (a forecasting task's windows, or ``num_batches`` batches) over
+    ``sampled_tasks``, so that the sampled windows spread over the split (consecutive
+    windows overlap and tell little new); 1 where the count is not known (independent
+    tasks) or ``sampled_tasks`` is None (every task)."""
+    if sampled_tasks is None:
+        return 1
+    total = len(task.window_starts(split)) if callable(getattr(task, "window_starts", None)) else None
+    if num_batches is not None:
+        total = min(total or math.inf, num_batches * batch_size)
+    return 1 if total is None else max(1, int(total) // sampled_tasks)
+
+
+def take_tasks(batch, rows):
+    """The tasks ``rows`` (``[k]`` ints) of ``batch``: every entry with a batch axis."""
+    size = int(np.shape(batch["xt"])[0])
+    return {k: tf.gather(v, rows) if np.ndim(v) and np.shape(v)[0] == size else v for k, v in batch.items()}
 
 
 def units_normaliser(task, model):
@@ -153,15 +194,26 @@ def _mean_stderr(values):
     return {"mean": float(values.mean()), "stderr": float(stderr), "n": int(len(values))}
 
 
-def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_samples=0,
-             consistency=0, seed=0, memory_budget=None, progress=None, baselines=True):
+def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_samples=None,
+             consistency=0, seed=0, memory_budget=None, progress=None, baselines=True,
+             sampled_tasks=DEFAULT_SAMPLED_TASKS):
     """Metrics over a fixed evaluation split of ``task``.
 
     Returns ``{"loglik": {mean, stderr, n}, "rmse", "mse", "coverage95", "num_tasks",
     "num_tasks_skipped"}`` and, when the task provides the exact GP predictive, ``gt_loglik`` and
-    ``gap_to_gt`` (gt minus model; 0 is the ceiling). For autoregressive models,
-    ``num_samples > 0`` adds ``sampled`` (multi-step forecasts) and ``consistency = K``
-    adds the order-consistency metric (both are a SpecError for a conditional model).
+    ``gap_to_gt`` (gt minus model; 0 is the ceiling); ``consistency = K`` adds the
+    order-consistency metric of an autoregressive model.
+
+    An autoregressive model's ``rmse``, ``mse``, ``mae``, ``crps`` and ``coverage95`` are
+    those of ``num_samples`` (default :data:`DEFAULT_SAMPLES`) sampled multi-step forecast
+    paths per window (rmse and mae of the paths' mean; crps the fair ensemble estimator;
+    the paths' central 95% interval), on every ``stride``-th window of the split, at most
+    ``sampled_tasks`` of them (None: every window; :func:`sampling_stride`), said by
+    ``sampled`` (``num_samples``, ``num_tasks``, ``stride``, ``seed``). Its teacher-forced
+    point metrics (each target given the true earlier ones) are under ``teacher_forced``
+    only; ``num_samples=0`` leaves the forecasts out (then ``teacher_forced`` alone has
+    point metrics). ``loglik`` is the joint log-likelihood by the chain rule over every
+    task. ``num_samples`` and ``consistency`` are a SpecError for a conditional model.
 
     A task with no observed target (every target value NaN, e.g. a forecasting window
     over a gap in the data) has nothing to score: it is left out of every metric and
@@ -173,26 +225,30 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
     is a terminal) shows a bar over the batches while sampling.
 
     ``baselines`` (default on) scores the task's predictive baselines on the same tasks
-    (:class:`taylorformer.workflow.predictive_baselines.Comparison`) beside the model's
-    predictive (its sampled forecasts where ``num_samples > 0``): it adds ``baselines``,
-    ``paired`` (the model minus each, with error bars), ``verdict``, ``baseline_tasks`` and
-    ``baselines_note``, and the model's ``crps`` to ``data_units`` (to the top level where
-    the metrics are already in the data's units).
+    (:class:`taylorformer.workflow.predictive_baselines.Comparison`; an autoregressive
+    model's sampled windows) beside the model's predictive (its sampled forecasts where
+    drawn, else its teacher-forced predictive, which the verdict names): it adds
+    ``baselines``, ``paired`` (the model minus each, with error bars), ``verdict``,
+    ``baseline_tasks`` and ``baselines_note``, and the model's ``crps`` to ``data_units``
+    (to the top level where the metrics are already in the data's units).
     """
-    check_evaluate_options(batch_size, num_batches, num_samples, consistency, model)
+    check_evaluate_options(batch_size, num_batches, num_samples, consistency, model, sampled_tasks)
     autoregressive = getattr(model, "causal", False)
+    num_samples = resolve_samples(model, num_samples)
     normaliser = units_normaliser(task, model)
     log_scale = None if normaliser is None else normaliser.log_scale()
     lls, sq, inside, gts, sampled, stds, errors, jacobians = [], [], [], [], [], [], [], []
     skipped = 0
     gt_key = "gt_loglik_joint" if autoregressive else "gt_loglik"
-    sampling = autoregressive and num_samples
+    sampling = autoregressive and num_samples > 0
+    stride = sampling_stride(task, split, batch_size, num_batches, sampled_tasks) if sampling else 1
     if sampling:
         budget = resolve_budget(memory_budget)  # a bad budget fails before any work
     bar = (keras.utils.Progbar(num_batches, unit_name="batch")
            if sampling and (sys.stdout.isatty() if progress is None else progress) else None)
-    windows_seen = 0
-    comparison = Comparison(task, normaliser, teacher_forced=autoregressive and not sampling) if baselines else None
+    first = sampled_windows = 0
+    comparison = (Comparison(task, normaliser, teacher_forced=autoregressive and not sampling,
+                             baselines=baselines, window_stride=stride) if baselines or sampling else None)
     for i, batch in enumerate(task.dataset(split, batch_size=batch_size, num_batches=num_batches)):
         m = batch_metrics(model, batch, log_scale)
         lls.append(m["loglik"][m["observed"]])  # tasks with nothing observed to score drop out
@@ -204,20 +260,28 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
         inside.append(m["inside95"])
         if gt_key in batch:
             gts.append(batch[gt_key].numpy()[m["observed"]])
+        offset = first  # the split's index of the batch's first task
+        ids = offset + np.arange(int(batch["xt"].shape[0]))
+        first += len(ids)
         if sampling:
             if i == 0:  # [S, B, Nt, Dy] draws, as float64 about 4 times over in sample_metrics
                 shape = np.shape(batch["yt"])
                 check_memory("evaluate", f"{num_samples} samples of {shape[0]} task(s) x {shape[1]} "
                              "target(s)", 5 * 8 * num_samples * int(np.prod(shape)),
                              "ask for fewer samples (--samples) or a smaller --batch-size")
-            size = int(batch["xt"].shape[0])
-            samples = model.sample(batch, num_samples, seed=seed, memory_budget=budget, progress=False,
-                                   window_ids=np.arange(windows_seen, windows_seen + size))
-            windows_seen += size
-            observed = with_masks(batch)  # unobserved (NaN) targets leave the metrics
-            sampled.append(sample_metrics(samples, observed["yt"], observed["mask_t"], observed["observed_t"]))
-        if comparison is not None:  # the model's sampled forecasts where drawn, else its predictive
-            comparison.add(batch, m["dist"], samples if sampling else None)
+            ids = ids[ids % stride == 0]
+            if sampled_tasks is not None:
+                ids = ids[ids // stride < sampled_tasks]
+            if ids.size:
+                part = take_tasks(batch, ids - offset)
+                samples = model.sample(part, num_samples, seed=seed, memory_budget=budget, progress=False,
+                                       window_ids=ids)
+                observed = with_masks(part)  # unobserved (NaN) targets leave the metrics
+                sampled.append(sample_metrics(samples, observed["yt"], observed["mask_t"], observed["observed_t"]))
+                sampled_windows += int((observed["observed_t"].numpy() > 0.5).any((1, 2)).sum())
+                comparison.add(part, m["dist"], samples)
+        elif comparison is not None:  # the model's predictive (teacher-forced for an AR model)
+            comparison.add(batch, m["dist"])
         if autoregressive and consistency:
             stds.append(np.asarray(order_consistency(model, batch, k=consistency, seed=seed + i))[m["observed"]])
         if bar is not None:
@@ -229,22 +293,44 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
         raise TaskError(f"no task of split {split!r} has an observed target: all {skipped} task(s) "
                         "have only missing (NaN) target values, so there is nothing to score")
     sq = np.concatenate(sq)
-    out = {
-        "split": split,
-        "num_tasks": int(len(lls)),
-        "num_tasks_skipped": skipped,
-        "loglik": _mean_stderr(lls),
-        "rmse": float(np.sqrt(sq.mean())),
-        "mse": float(sq.mean()),
-        "coverage95": float(np.concatenate(inside).mean()),
-    }
-    if autoregressive:
-        out["teacher_forced"] = True
-    if normaliser is not None and not normaliser.identity_y:
-        out["units"] = ("loglik, rmse, mse" + (", gt_loglik" if gts else "")
-                        + (", sampled" if sampled else "") + " are in the model's standardised units "
-                        "(z = (y - offset) / scale); data_units has them in the data's units")
-        out["data_units"] = data_unit_metrics(normaliser, errors, lls, jacobians)
+    point = {"rmse": float(np.sqrt(sq.mean())), "mse": float(sq.mean()),
+             "coverage95": float(np.concatenate(inside).mean())}
+    out = {"split": split, "num_tasks": int(len(lls)), "num_tasks_skipped": skipped, "loglik": _mean_stderr(lls)}
+    with_units = normaliser is not None and (not normaliser.identity_y or autoregressive)
+    if not autoregressive:
+        out.update(point)
+    else:
+        out["loglik"]["kind"] = "joint (chain rule), per target point"
+        if sampled:
+            joined = {k: np.concatenate([s[k] for s in sampled]) for k in sampled[0]}
+            out.update(rmse=float(np.sqrt(joined["sq_err"].mean())), mse=float(joined["sq_err"].mean()),
+                       mae=float(joined["abs_err"].mean()), crps=float(joined["crps"].mean()),
+                       coverage95=float(joined["inside95"].mean()))
+            out["sampled"] = {
+                "num_samples": num_samples, "num_tasks": sampled_windows, "stride": stride, "seed": seed,
+                "note": (f"rmse, mse, mae, crps and coverage95 are those of {num_samples} sampled multi-step "
+                         "forecast paths per window (rmse, mae: of the paths' mean; crps: fair ensemble "
+                         "estimator; coverage95: the paths' central 95% interval), on one window in every "
+                         f"{stride} of the split; teacher_forced has the teacher-forced ones")}
+        out["teacher_forced"] = {
+            **point, "note": "teacher-forced: each target predicted from the true earlier targets, which a "
+                             "forecast does not have (not a forecast's error)"}
+    if with_units:
+        out["units"] = ("loglik" + (", rmse, mse, mae, crps" if sampled else "") + (", gt_loglik" if gts else "")
+                        + (", teacher_forced's rmse, mse" if autoregressive else "")
+                        + " are in the model's standardised units (z = (y - offset) / scale); data_units has "
+                        "them in the data's units")
+        units = out["data_units"] = data_unit_metrics(normaliser, errors, lls, jacobians)
+        if autoregressive:  # its outputs' errors are teacher-forced: under that label
+            out["teacher_forced"]["data_units"] = {"outputs": {
+                name: {k: v for k, v in values.items() if k in ("rmse", "mae", "n")}
+                for name, values in units.pop("outputs").items()}}
+        if sampled and comparison.records["model"]:  # the sampled forecasts' scores in the data's units
+            scores = comparison.scores("model")
+            units.update({k: scores[k] for k in ("crps", "rmse", "mae", "coverage95")})
+            units["outputs"] = {name: {**scores["outputs"][name], "offset": float(normaliser.y_offset[j]),
+                                       "scale": float(normaliser.y_scale[j])}
+                                for j, name in enumerate(normaliser.y_labels())}
     elif normaliser is not None:
         out["units"] = "the data's own units (the normaliser is the identity)"
     else:
@@ -255,19 +341,20 @@ def evaluate(model, task, split="test", batch_size=16, num_batches=None, num_sam
         out["gap_to_gt"] = _mean_stderr(gts - lls)
         if autoregressive:
             out["gt_loglik"]["kind"] = "joint (chain rule), per target point"
-    if sampled:
-        joined = {k: np.concatenate([s[k] for s in sampled]) for k in sampled[0]}
-        out["sampled"] = {"num_samples": num_samples, "mse": float(joined["sq_err"].mean()),
-                          "crps": float(joined["crps"].mean()),
-                          "coverage95": float(joined["inside95"].mean())}
     if stds:
         out["consistency"] = {"k": consistency, **summarize_consistency(np.concatenate(stds))}
-    if comparison is not None:
+    if baselines:
         out.update(comparison.result())
-        if out["baselines"]:
+        if out["baselines"] and not sampled:
             model_scores = comparison.scores("model")
-            units = out.get("data_units", out)
-            units["crps"] = model_scores["crps"]
-            for name, values in units.get("outputs", {}).items():
-                values["crps"] = model_scores["outputs"][name]["crps"]
+            if autoregressive:  # the teacher-forced predictive's, under its label
+                forced = out["teacher_forced"].get("data_units", out["teacher_forced"])
+                forced["crps"] = model_scores["crps"]
+                for name, values in forced.get("outputs", {}).items():
+                    values["crps"] = model_scores["outputs"][name]["crps"]
+            else:
+                units = out.get("data_units", out)
+                units["crps"] = model_scores["crps"]
+                for name, values in units.get("outputs", {}).items():
+                    values["crps"] = model_scores["outputs"][name]["crps"]
     return out

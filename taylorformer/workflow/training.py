@@ -24,6 +24,7 @@ from taylorformer.workflow import runs
 from taylorformer.checks import check_bool, check_choice, check_int, check_number
 from taylorformer.errors import RunDirectoryError, SpecError, TaskError
 from taylorformer.files import json_text
+from taylorformer.model_card import evaluation_headline
 from taylorformer.models import build_model
 from taylorformer.workflow.run_dir import RunDirectory
 from taylorformer.spec import check_dtype_policy, resolve_spec
@@ -336,7 +337,9 @@ def finish_run(trainer, task=None, evaluate=True, eval_batches=None, verbose=1):
     run's best model on ``eval_batches`` test batches (None: the task's test split),
     records the result in its model card (:func:`runs.record_evaluation`) and plots
     ``predictions.png``; with ``verbose`` it prints the run directory, the result (JSON)
-    and its summary lines. ``task``: the task object a run trained on one needs again.
+    and its summary lines (an autoregressive model's headline: its sampled forecasts,
+    :func:`taylorformer.model_card.evaluation_headline`). ``task``: the task object a run
+    trained on one needs again.
     Returns the result; None when not evaluated or not the chief."""
     def say(text):
         if verbose:
@@ -353,6 +356,9 @@ def finish_run(trainer, task=None, evaluate=True, eval_batches=None, verbose=1):
     if "gap_to_gt" in result:
         say(f"log-likelihood {result['loglik']['mean']:.3f} +- {1.96 * result['loglik']['stderr']:.3f}; "
             f"exact GP ceiling {result['gt_loglik']['mean']:.3f}; gap {result['gap_to_gt']['mean']:.3f}")
+    headline = evaluation_headline(result)
+    if headline:  # an autoregressive model's: its sampled forecasts, not the teacher-forced metrics
+        say(headline)
     if "verdict" in result:
         say(f"verdict: {result['verdict']}")
     say(f"plot: {runs.plot_run(trainer.out_dir, task=task)}")

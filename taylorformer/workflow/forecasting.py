@@ -1,0 +1,371 @@
+"""Forecast a series from its recent history with a run's model: ``taylorformer forecast``
+and :func:`forecast` (``tfm.forecast``).
+
+The history is a CSV file (or a ``pandas.DataFrame``) laid out as the data the run's csv
+series task (:class:`~taylorformer.tasks.csv_series.CSVSeriesTask` and its presets) read,
+and read by the same code (:func:`~taylorformer.tasks.csv_series.read_series`): the same
+date column, target and covariate columns, ``column_names`` for a file without a header,
+and missing-value rule. Everything else comes from the run's model file alone (its
+normaliser: the task's options, standardisation, time zone and frequency), never from the
+training data:
+
+* **Context**: the last ``context_length`` rows that hold a target value (fewer is an error
+  saying how many are needed). Rows at the end of the file whose targets are all empty are
+  **future rows**: they give the covariates of the forecast steps, which a model trained
+  with ``covariate_columns`` needs (one future row per step; none is an error saying so).
+* **Dates**: the forecast steps continue the history's dates at its frequency, the one
+  pandas infers from the history's dates (``pandas.infer_freq``), else the run's recorded
+  one; a recorded frequency that differs, or dates that are not regular at it, is an
+  error naming the file and the first irregular row. With a time zone, the dates are read in
+  the run's zone (the zone its calendar features were computed in) and written in it: an
+  hourly series steps by absolute hours across a daylight-saving change, a daily or
+  monthly one by calendar days or months. Naive dates for a zoned run, or zoned dates for
+  a naive one, are refused.
+* **Horizon**: at most the run's ``horizon`` ``H``; the model's inputs are those of the
+  task's window (:func:`~taylorformer.tasks.csv_series.window_positions`: position
+  ``-1 + 2 j / (C + H - 1)`` of window row ``j``, then the covariates and calendar
+  features), the first ``horizon`` target rows of it.
+* **Output**: one row per forecast step: the date (the step number ``step`` for a run
+  without dates), then per target ``mean_<col>``, ``stddev_<col>``, ``q<level>_<col>``,
+  ``sample<k>_<col>`` (with ``num_samples``) and ``quantile_method``, in the data's units.
+  A conditional model's mean, standard deviation and quantiles are its predictive's own
+  (analytic) and its samples independent draws per step; an autoregressive model's are
+  Monte Carlo estimates over ``max(num_samples, DEFAULT_PATHS)`` joint paths, of which
+  the first ``num_samples`` are written. The numbers equal
+  :meth:`~taylorformer.tasks.csv_series.CSVSeriesTask.forecast_frame`'s for the window
+  that ends with the same history, with the same seed.
+"""
+import functools
+import os
+import re
+import warnings
+
+import numpy as np
+
+from taylorformer.checks import check_int
+from taylorformer.errors import BatchError, OutputPathError, TaskError
+from taylorformer.files import atomic_path, check_output_path
+from taylorformer.workflow.runs import check_levels, load_model_file
+
+#: joint paths an autoregressive model draws for its mean, stddev and quantiles (at least)
+DEFAULT_PATHS = 200
+#: sampled paths drawn on the plot (at most)
+PLOT_PATHS = 5
+
+
+def run_layout(model, run_dir):
+    """The csv task options of the run's ``model``
+    (:func:`~taylorformer.tasks.series_inputs.series_layout`); a TaskError naming the run
+    for a model file without a normaliser or one not trained on a csv series task."""
+    from taylorformer.tasks.series_inputs import series_layout
+
+    normaliser = model.normaliser
+    if normaliser is None:
+        raise TaskError(f"run {run_dir}: its model file has no normaliser (written before taylorformer saved one): "
+                        "forecast needs the task's columns and standardisation it records; train the run again")
+    layout = series_layout(normaliser)
+    if layout is None:
+        name = (normaliser.task or {}).get("name")
+        raise TaskError(f"run {run_dir}: its model was trained on the task {name!r} with inputs "
+                        f"{normaliser.x_names}, not a csv series task's (csv, ett, exchange-rate, ... or "
+                        "from_dataframe): forecast needs a series run; taylorformer predict takes any inputs")
+    return layout
+
+
+def read_history(history, options, horizon):
+    """The history ``history`` (a CSV file or a DataFrame) read with the run's ``options``
+    (:func:`run_layout`) for ``horizon`` steps: a dict ``where``, ``y [C, Dy]``
+    (context targets, NaN missing), ``covariates [C + horizon, K]`` (data units),
+    ``context_dates`` ``[C]`` and ``dates`` ``[horizon]`` (``DatetimeIndex`` in the output
+    zone; None without dates), ``date_format`` (the strftime format of the file's date
+    text, None where it is not plain text)."""
+    import pandas as pd
+
+    from taylorformer.tasks.csv_series import read_series, read_table
+
+    in_memory = isinstance(history, pd.DataFrame)
+    df, where = read_table(history, None if in_memory else options["column_names"], label="history file")
+    if in_memory:
+        where = "history DataFrame"
+    targets, covariates = options["target_columns"], options["covariate_columns"]
+    date_column = options["date_column"] if options["dated"] else None
+    future = 0  # trailing rows whose targets are all empty: the forecast steps' covariates and dates
+    if set(targets) <= set(df.columns):
+        observed = np.flatnonzero(df[targets].notna().any(axis=1).to_numpy())
+        future = len(df) - (int(observed[-1]) + 1 if observed.size else 0)
+    read = functools.partial(read_series, target_columns=targets, covariate_columns=covariates,
+                             date_column=date_column, in_memory=in_memory,
+                             header_hint=options["column_names"] is None and not in_memory)
+    past = read(df.iloc[:len(df) - future], where, missing=options["missing"])
+    ahead = read(df.iloc[len(df) - future:], f"{where} (its future rows, targets empty, counted from the first)",
+                 missing="mask") if future else None
+    c = options["context_length"]
+    if len(past["values"]) < c:
+        raise TaskError(f"{where} has {len(past['values'])} row(s) of history"
+                        + (f" (after missing={options['missing']!r})" if options["missing"] == "drop" else "")
+                        + f"; the model forecasts from the last context_length = {c} rows: give at least {c}")
+    if covariates and future < horizon:
+        raise TaskError(f"{where}: the model needs future covariates {covariates} for each of the {horizon} "
+                        f"forecast steps, and the file gives {future} future row(s): add {horizon} rows after "
+                        "the history with the covariates filled in and the targets empty")
+    dy = len(targets)
+    out = {"where": where, "y": past["values"][-c:, :dy],
+           "covariates": (np.concatenate([past["values"][-c:, dy:], ahead["values"][:horizon, dy:]])
+                          if covariates else np.zeros((c + horizon, 0))),
+           "context_dates": None, "dates": None, "date_format": None}
+    if not options["dated"]:
+        return out
+    if past["dates"] is None:
+        raise TaskError(f"{where} has no dates, and the run's series had them "
+                        + (f"in the column {date_column!r}" if date_column else
+                           "as a DataFrame's DatetimeIndex: pass a DataFrame with one"))
+    zone = output_zone(past["timezone"], options["timezone"], where)
+    local = to_zone(past["dates"], zone)
+    frequency = series_frequency(local, past["file_rows"], options["frequency"], where)
+    dates = pd.date_range(local[-1], periods=horizon + 1, freq=frequency)[1:]
+    if future:
+        given = to_zone(ahead["dates"], output_zone(ahead["timezone"], options["timezone"], where))
+        check_continues(given, pd.date_range(local[-1], periods=future + 1, freq=frequency)[1:], where)
+    raw = df[date_column] if date_column else None
+    out.update(context_dates=local[-c:], dates=dates.rename(date_column or "date"),
+               date_format=None if raw is None else text_format(raw.iloc[past["file_rows"]], local))
+    return out
+
+
+def output_zone(history_zone, run_zone, where):
+    """The zone the dates are read and written in: the run's (that of its calendar
+    features) when both have one; None (naive) when neither has; a TaskError otherwise."""
+    if (history_zone is None) != (run_zone is None):
+        raise TaskError(f"{where}: its dates have {'no time zone' if history_zone is None else f'the zone {history_zone}'} "
+                        f"but the run's dates had {f'the zone {run_zone}' if run_zone else 'none'}: give "
+                        + ("each date its UTC offset or zone" if history_zone is None else
+                           "dates without a zone, in the local time the run was trained on"))
+    return run_zone
+
+
+def to_zone(dates, zone):
+    """``DatetimeIndex`` of stored ``dates [n]`` (UTC datetime64 where zoned) in ``zone``."""
+    import pandas as pd
+
+    index = pd.DatetimeIndex(dates)
+    return index if zone is None else index.tz_localize("UTC").tz_convert(zone)
+
+
+def series_frequency(local, file_rows, recorded, where):
+    """The frequency (a pandas alias) of the history's dates ``local`` (rows ``file_rows``
+    of the file): pandas' inferred one, else the run's ``recorded`` one; a TaskError naming
+    ``where`` when there is none, it differs from a recorded alias, or a date is not where
+    the frequency puts it (dropped rows keep their place)."""
+    import pandas as pd
+    from pandas.tseries.frequencies import to_offset
+
+    def offset(text):
+        try:
+            return to_offset(text)
+        except (TypeError, ValueError):
+            return None
+
+    inferred = None
+    if len(local) >= 3:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pandas 3's note on infer_freq's future return type
+            inferred = pd.infer_freq(local)
+    run = offset(recorded) if isinstance(recorded, str) else None
+    frequency = inferred or (recorded if run is not None else None)
+    if frequency is None:
+        raise TaskError(f"{where}: its dates are irregular (pandas infers no frequency from {len(local)} dates, "
+                        f"{local[0]} .. {local[-1]}, and the run records {recorded!r}): the forecast continues "
+                        "the dates at the series' frequency; give dates one step apart")
+    if inferred and run is not None and offset(inferred) != run:
+        raise TaskError(f"{where}: its dates step by {inferred!r} but the run was trained on dates "
+                        f"stepping by {recorded!r}")
+    steps = file_rows - file_rows[0]
+    expected = pd.date_range(local[0], periods=int(steps[-1]) + 1, freq=frequency)[steps]
+    wrong = np.flatnonzero(expected != local)
+    if wrong.size:
+        i = int(wrong[0])
+        raise TaskError(f"{where}: its dates are irregular at frequency {frequency!r}: row {int(file_rows[i])} "
+                        f"(0-based, header excluded) is {local[i]}, where {expected[i]} continues the rows "
+                        "before; give one row per step")
+    return frequency
+
+
+def check_continues(given, expected, where):
+    """TaskError naming ``where`` unless the future rows' dates ``given`` are ``expected``."""
+    wrong = np.flatnonzero(given != expected)
+    if wrong.size:
+        i = int(wrong[0])
+        raise TaskError(f"{where}: future row {i} (the {i + 1}th after the history) is dated {given[i]}, "
+                        f"not {expected[i]}, the next step of the history's dates")
+
+
+def text_format(raw, local):
+    """The strftime format that writes the dates ``local`` as the text ``raw`` (a column of
+    the file) gives them, or None (the dates were not text, or no format reproduces them):
+    pandas' guess from the first date, checked on every date. An offset written
+    ``+01:00`` is kept so."""
+    from pandas.tseries.api import guess_datetime_format
+
+    texts = [str(v) for v in raw]
+    if not texts or not all(isinstance(v, str) for v in raw):
+        return None
+    guess = guess_datetime_format(texts[0])
+    if guess is None:
+        return None
+    fmt = guess + ("|colon" if "%z" in guess and re.search(r"[+-]\d\d:\d\d$", texts[0]) else "")
+    return fmt if list(format_dates(local, fmt)) == texts else None
+
+
+def format_dates(dates, fmt):
+    """The text of ``dates`` in ``fmt`` (:func:`text_format`'s; ``|colon``: ``+HH:MM`` offsets)."""
+    base, colon = fmt.removesuffix("|colon"), fmt.endswith("|colon")
+    texts = dates.strftime(base)
+    return [re.sub(r"([+-]\d\d)(\d\d)$", r"\1:\2", t) for t in texts] if colon else list(texts)
+
+
+def _predict(model, normaliser, layout, history, horizon, levels, num_samples, seed, memory_budget, progress):
+    """``(mean, std [H, Dy], quantiles [Q, H, Dy], samples [S, H, Dy], quantile_method)`` in
+    the data's units for the history ``history`` (:func:`read_history`)."""
+    from taylorformer.models.inference import (monte_carlo_quantiles, predict, predictive_quantiles,
+                                               with_unknown_targets)
+    from taylorformer.prediction.query import to_model_units
+    from taylorformer.tasks.series_inputs import window_inputs
+
+    c = layout["context_length"]
+    dates = None if history["dates"] is None else history["context_dates"].append(history["dates"])
+    x = window_inputs(layout, history["covariates"], dates, horizon)[None]  # [1, C + H, Dx], data units
+    query = to_model_units({"xc": x[:, :c], "yc": history["y"][None], "xt": x[:, c:]}, normaliser,
+                           f"forecast {history['where']}")
+    batch = with_unknown_targets({**query, "mask_c": np.ones((1, c), np.float32),
+                                  "mask_t": np.ones((1, horizon), np.float32)}, model.dim_y)
+    out = predict(model, batch, num_samples=max(num_samples, DEFAULT_PATHS), seed=seed,
+                  memory_budget=memory_budget, window_ids=[0], progress=progress)
+    samples = normaliser.y_from_model(out["samples"])[:, 0]  # [S, H, Dy]
+    if getattr(model, "causal", False):
+        quantiles = np.quantile(samples, levels, axis=0)
+        method = monte_carlo_quantiles(len(samples), "sampled paths")
+    else:
+        quantiles, method = predictive_quantiles(model.distribution(batch), levels, seed)
+        quantiles = normaliser.y_from_model(quantiles)[:, 0]
+    return (normaliser.y_from_model(out["mean"])[0], normaliser.spread_from_model(out["stddev"])[0],
+            quantiles, samples, method)
+
+
+def forecast(run_dir, history, horizon=None, num_samples=0, quantiles=None, seed=0, checkpoint="best",
+             memory_budget=None, progress=None):
+    """Forecast the ``horizon`` steps after ``history`` with the model of the run
+    ``run_dir`` (module docstring); returns a ``pandas.DataFrame``, one row per step.
+
+    Args:
+        history: a CSV file (path) or a DataFrame, laid out as the run's task data.
+        horizon: steps to forecast, at most the run's (default: the run's).
+        num_samples: sampled paths to add as columns ``sample<k>_<col>``.
+        quantiles: levels in (0, 1) (default 0.05, 0.5, 0.95, as ``predict``).
+        seed: the random streams of the samples (and Monte Carlo quantiles).
+        checkpoint: ``best`` or ``model``; ``memory_budget``, ``progress``: as in
+            :meth:`~taylorformer.tasks.csv_series.CSVSeriesTask.forecast`.
+
+    The frame's columns: the date (named as the run's date column, with the history's
+    time zone as the module docstring says) or ``step``, then per target ``mean_<col>``,
+    ``stddev_<col>``, ``q<level>_<col>``, the samples and ``quantile_method``. Its
+    ``attrs``: ``quantile_method``, ``date_format`` (the file's date text format, or
+    None), ``targets``, and for :func:`forecast_run`'s plot ``context_dates``, ``context`` ``[C, Dy]``
+    and ``paths`` ``[S, H, Dy]``.
+    """
+    import pandas as pd
+
+    from taylorformer.prediction.query import DEFAULT_LEVELS
+
+    check_int("forecast", "num_samples", num_samples, minimum=0)
+    levels = check_levels(DEFAULT_LEVELS if quantiles is None else quantiles)
+    if not isinstance(history, (pd.DataFrame, str, os.PathLike)):
+        raise TaskError(f"forecast history must be a CSV file name or a pandas DataFrame, got {type(history).__name__}")
+    if not isinstance(history, pd.DataFrame) and not os.path.isfile(history):
+        raise TaskError(f"history file {os.fspath(history)!r} does not exist")
+    model = load_model_file(run_dir, checkpoint)
+    normaliser = model.normaliser
+    layout = run_layout(model, run_dir)
+    trained = layout["horizon"]
+    horizon = trained if horizon is None else check_int("forecast", "horizon", horizon)
+    if horizon > trained:
+        raise TaskError(f"forecast horizon {horizon} is longer than run {run_dir}'s: its model was trained to forecast "
+                        f"{trained} steps (the window's position inputs stop there); ask for at most {trained}")
+    read = read_history(history, layout, horizon)
+    mean, std, quants, samples, method = _predict(model, normaliser, layout, read, horizon, levels, num_samples,
+                                                  seed, memory_budget, progress)
+    columns = {read["dates"].name: read["dates"]} if read["dates"] is not None else {
+        "step": np.arange(1, horizon + 1)}
+    for j, col in enumerate(layout["target_columns"]):
+        columns[f"mean_{col}"], columns[f"stddev_{col}"] = mean[:, j], std[:, j]
+        columns.update({f"q{level:g}_{col}": q[:, j] for level, q in zip(levels, quants)})
+        columns.update({f"sample{k}_{col}": path[:, j] for k, path in enumerate(samples[:num_samples])})
+    columns["quantile_method"] = method
+    frame = pd.DataFrame(columns)
+    frame.attrs.update(quantile_method=method, date_format=read["date_format"], targets=layout["target_columns"],
+                       context_dates=read["context_dates"], context=read["y"], paths=samples)
+    return frame
+
+
+def write_forecast(frame, output):
+    """Write ``frame`` (:func:`forecast`'s) to the CSV file ``output``, its dates as the
+    history's text gave them (``attrs["date_format"]``; else pandas' ISO text)."""
+    import pandas as pd
+
+    fmt, date = frame.attrs.get("date_format"), frame.columns[0]
+    table = frame if fmt is None else frame.assign(**{date: format_dates(pd.DatetimeIndex(frame[date]), fmt)})
+    with atomic_path(output) as tmp:
+        table.to_csv(tmp, index=False)
+    return output
+
+
+def plot_forecast_file(frame, path, title=None):
+    """Draw the history, mean, bands and a few paths of ``frame`` (:func:`forecast`'s) to
+    ``path`` (:func:`taylorformer.plotting.forecasts.plot_forecast`), one panel per target."""
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from taylorformer.plotting.forecasts import plot_forecast
+
+    targets = frame.attrs["targets"]
+    dated = frame.columns[0] != "step"
+    context = frame.attrs["context"]
+    if dated:
+        when = pd.DatetimeIndex(frame.iloc[:, 0])
+        past = frame.attrs["context_dates"]
+        when, past = (when.tz_localize(None), past.tz_localize(None)) if when.tz is not None else (when, past)
+    else:
+        when, past = frame["step"].to_numpy(), np.arange(1 - len(context), 1)
+    fig = Figure(figsize=(9, 2.8 * len(targets)), layout="tight")
+    axes = fig.subplots(len(targets), 1, squeeze=False)[:, 0]
+    for j, (ax, col) in enumerate(zip(axes, targets)):
+        plot_forecast(np.asarray(past), context[:, j], np.asarray(when), frame.attrs["paths"][:, :, j],
+                      mean=frame[f"mean_{col}"].to_numpy(), num_paths=PLOT_PATHS, ax=ax, label=col,
+                      time_label="date" if dated else "step")
+    if title:
+        fig.suptitle(title)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    return path
+
+
+def forecast_run(run_dir, history, output, horizon=None, num_samples=0, quantiles=None, seed=0,
+                 checkpoint="best", plot=None, memory_budget=None, progress=None):
+    """``taylorformer forecast``: :func:`forecast` written to the CSV file ``output`` (never
+    over the history or the run's files) and, with ``plot``, drawn to that PNG; returns
+    the frame."""
+    if not str(output).lower().endswith(".csv"):
+        raise OutputPathError(f"--output {output}: a forecast is written as CSV; name a .csv file")
+    reads = () if not isinstance(history, (str, os.PathLike)) else (history,)
+    check_output_path(output, "--output", reads=reads, run_dir=run_dir)
+    if plot is not None:
+        if not str(plot).lower().endswith(".png"):
+            raise OutputPathError(f"--plot {plot}: the plot is a PNG image; name a .png file")
+        check_output_path(plot, "--plot", reads=reads + (output,), run_dir=run_dir)
+        if os.path.abspath(plot) == os.path.abspath(output):
+            raise BatchError(f"--plot {plot} is the --output file")
+    frame = forecast(run_dir, history, horizon=horizon, num_samples=num_samples, quantiles=quantiles,
+                     seed=seed, checkpoint=checkpoint, memory_budget=memory_budget, progress=progress)
+    write_forecast(frame, output)
+    if plot is not None:
+        plot_forecast_file(frame, plot, title=f"forecast of {os.path.basename(str(history))}")
+    return frame

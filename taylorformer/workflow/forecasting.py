@@ -15,8 +15,8 @@ training data:
   with ``covariate_columns`` needs (one future row per step; none is an error saying so).
 * **Dates**: the forecast steps continue the history's dates at its frequency, the one
   pandas infers from the history's dates (``pandas.infer_freq``), else the run's recorded
-  one; a recorded frequency that differs, or dates that are not regular at it, is an
-  error naming the file and the first irregular row. With a time zone, the dates are read in
+  one; a recorded frequency that differs, or context dates that are not regular at it, is
+  an error naming the file and the first irregular row. With a time zone, the dates are read in
   the run's zone (the zone its calendar features were computed in) and written in it: an
   hourly series steps by absolute hours across a daylight-saving change, a daily or
   monthly one by calendar days or months. Naive dates for a zoned run, or zoned dates for
@@ -49,17 +49,35 @@ from taylorformer.workflow.runs import check_levels, load_model_file
 
 #: joint paths an autoregressive model draws for its mean, stddev and quantiles (at least)
 DEFAULT_PATHS = 200
+#: draws of a conditional model's predictive behind the plot's bands (at least)
+PLOT_DRAWS = 100
 #: sampled paths drawn on the plot (at most)
 PLOT_PATHS = 5
 
 
-def run_layout(model, run_dir):
-    """The csv task options of the run's ``model``
+def run_normaliser(run_dir, checkpoint):
+    """The normaliser in the model file of ``checkpoint`` in ``run_dir`` (else the other
+    checkpoint's), read from the archive without loading the model, so a history is checked
+    before the model loads; a run :func:`load_model_file` cannot load raises its error."""
+    from taylorformer.errors import ModelFileError
+    from taylorformer.model_card import read_model_file
+
+    for name in (checkpoint, "model" if checkpoint == "best" else "best"):
+        path = os.path.join(run_dir, f"{name}.keras")
+        if os.path.isfile(path):
+            try:
+                return read_model_file(path)["normaliser"]
+            except ModelFileError:
+                break
+    return load_model_file(run_dir, checkpoint).normaliser
+
+
+def run_layout(normaliser, run_dir):
+    """The csv task options of the run whose model file holds ``normaliser``
     (:func:`~taylorformer.tasks.series_inputs.series_layout`); a TaskError naming the run
     for a model file without a normaliser or one not trained on a csv series task."""
     from taylorformer.tasks.series_inputs import series_layout
 
-    normaliser = model.normaliser
     if normaliser is None:
         raise TaskError(f"run {run_dir}: its model file has no normaliser (written before taylorformer saved one): "
                         "forecast needs the task's columns and standardisation it records; train the run again")
@@ -121,7 +139,7 @@ def read_history(history, options, horizon):
                            "as a DataFrame's DatetimeIndex: pass a DataFrame with one"))
     zone = output_zone(past["timezone"], options["timezone"], where)
     local = to_zone(past["dates"], zone)
-    frequency = series_frequency(local, past["file_rows"], options["frequency"], where)
+    frequency = series_frequency(local, past["file_rows"], options["frequency"], where, c)
     dates = pd.date_range(local[-1], periods=horizon + 1, freq=frequency)[1:]
     if future:
         given = to_zone(ahead["dates"], output_zone(ahead["timezone"], options["timezone"], where))
@@ -151,11 +169,12 @@ def to_zone(dates, zone):
     return index if zone is None else index.tz_localize("UTC").tz_convert(zone)
 
 
-def series_frequency(local, file_rows, recorded, where):
+def series_frequency(local, file_rows, recorded, where, context_length):
     """The frequency (a pandas alias) of the history's dates ``local`` (rows ``file_rows``
-    of the file): pandas' inferred one, else the run's ``recorded`` one; a TaskError naming
-    ``where`` when there is none, it differs from a recorded alias, or a date is not where
-    the frequency puts it (dropped rows keep their place)."""
+    of the file): the one pandas infers from them all, else from the last
+    ``context_length``, else the run's ``recorded`` one; a TaskError naming ``where`` when
+    there is none, it differs from a recorded alias, or a date of the context is not where
+    the frequency puts it (rows dropped by ``missing="drop"`` keep their place)."""
     import pandas as pd
     from pandas.tseries.frequencies import to_offset
 
@@ -165,11 +184,14 @@ def series_frequency(local, file_rows, recorded, where):
         except (TypeError, ValueError):
             return None
 
-    inferred = None
-    if len(local) >= 3:
+    def infer(dates):
+        if len(dates) < 3:
+            return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pandas 3's note on infer_freq's future return type
-            inferred = pd.infer_freq(local)
+            return pd.infer_freq(dates)
+
+    inferred = infer(local) or infer(local[-context_length:])
     run = offset(recorded) if isinstance(recorded, str) else None
     frequency = inferred or (recorded if run is not None else None)
     if frequency is None:
@@ -179,14 +201,15 @@ def series_frequency(local, file_rows, recorded, where):
     if inferred and run is not None and offset(inferred) != run:
         raise TaskError(f"{where}: its dates step by {inferred!r} but the run was trained on dates "
                         f"stepping by {recorded!r}")
-    steps = file_rows - file_rows[0]
-    expected = pd.date_range(local[0], periods=int(steps[-1]) + 1, freq=frequency)[steps]
-    wrong = np.flatnonzero(expected != local)
+    rows, context = file_rows[-context_length:], local[-context_length:]
+    steps = rows - rows[0]
+    expected = pd.date_range(context[0], periods=int(steps[-1]) + 1, freq=frequency)[steps]
+    wrong = np.flatnonzero(expected != context)
     if wrong.size:
         i = int(wrong[0])
-        raise TaskError(f"{where}: its dates are irregular at frequency {frequency!r}: row {int(file_rows[i])} "
-                        f"(0-based, header excluded) is {local[i]}, where {expected[i]} continues the rows "
-                        "before; give one row per step")
+        raise TaskError(f"{where}: its dates are irregular at frequency {frequency!r}: row {int(rows[i])} "
+                        f"(0-based, header excluded) is {context[i]}, where {expected[i]} continues the rows "
+                        "before; the context needs one row per step")
     return frequency
 
 
@@ -223,14 +246,16 @@ def format_dates(dates, fmt):
     return [re.sub(r"([+-]\d\d)(\d\d)$", r"\1:\2", t) for t in texts] if colon else list(texts)
 
 
-def _predict(model, normaliser, layout, history, horizon, levels, num_samples, seed, memory_budget, progress):
+def _predict(model, layout, history, horizon, levels, draws, seed, memory_budget, progress):
     """``(mean, std [H, Dy], quantiles [Q, H, Dy], samples [S, H, Dy], quantile_method)`` in
-    the data's units for the history ``history`` (:func:`read_history`)."""
+    the data's units for the history ``history`` (:func:`read_history`): ``draws`` samples
+    of a conditional model, at least :data:`DEFAULT_PATHS` paths of an autoregressive one."""
     from taylorformer.models.inference import (monte_carlo_quantiles, predict, predictive_quantiles,
                                                with_unknown_targets)
     from taylorformer.prediction.query import to_model_units
     from taylorformer.tasks.series_inputs import window_inputs
 
+    normaliser, causal = model.normaliser, getattr(model, "causal", False)
     c = layout["context_length"]
     dates = None if history["dates"] is None else history["context_dates"].append(history["dates"])
     x = window_inputs(layout, history["covariates"], dates, horizon)[None]  # [1, C + H, Dx], data units
@@ -238,10 +263,10 @@ def _predict(model, normaliser, layout, history, horizon, levels, num_samples, s
                            f"forecast {history['where']}")
     batch = with_unknown_targets({**query, "mask_c": np.ones((1, c), np.float32),
                                   "mask_t": np.ones((1, horizon), np.float32)}, model.dim_y)
-    out = predict(model, batch, num_samples=max(num_samples, DEFAULT_PATHS), seed=seed,
+    out = predict(model, batch, num_samples=max(draws, DEFAULT_PATHS) if causal else draws, seed=seed,
                   memory_budget=memory_budget, window_ids=[0], progress=progress)
-    samples = normaliser.y_from_model(out["samples"])[:, 0]  # [S, H, Dy]
-    if getattr(model, "causal", False):
+    samples = normaliser.y_from_model(out.get("samples", np.zeros((0, 1, horizon, model.dim_y))))[:, 0]  # [S, H, Dy]
+    if causal:
         quantiles = np.quantile(samples, levels, axis=0)
         method = monte_carlo_quantiles(len(samples), "sampled paths")
     else:
@@ -272,6 +297,14 @@ def forecast(run_dir, history, horizon=None, num_samples=0, quantiles=None, seed
     None), ``targets``, and for :func:`forecast_run`'s plot ``context_dates``, ``context`` ``[C, Dy]``
     and ``paths`` ``[S, H, Dy]``.
     """
+    return _forecast(run_dir, history, horizon, num_samples, quantiles, seed, checkpoint, memory_budget,
+                     progress)
+
+
+def _forecast(run_dir, history, horizon=None, num_samples=0, quantiles=None, seed=0, checkpoint="best",
+              memory_budget=None, progress=None, draws=0):
+    """:func:`forecast`, its conditional model drawing ``max(num_samples, draws)`` samples
+    (``attrs["paths"]``; the plot's bands need some)."""
     import pandas as pd
 
     from taylorformer.prediction.query import DEFAULT_LEVELS
@@ -281,18 +314,17 @@ def forecast(run_dir, history, horizon=None, num_samples=0, quantiles=None, seed
     if not isinstance(history, (pd.DataFrame, str, os.PathLike)):
         raise TaskError(f"forecast history must be a CSV file name or a pandas DataFrame, got {type(history).__name__}")
     if not isinstance(history, pd.DataFrame) and not os.path.isfile(history):
-        raise TaskError(f"history file {os.fspath(history)!r} does not exist")
-    model = load_model_file(run_dir, checkpoint)
-    normaliser = model.normaliser
-    layout = run_layout(model, run_dir)
+        raise TaskError(f"history file {os.fspath(history)!r} does not exist or is not a file")
+    layout = run_layout(run_normaliser(run_dir, checkpoint), run_dir)
     trained = layout["horizon"]
     horizon = trained if horizon is None else check_int("forecast", "horizon", horizon)
     if horizon > trained:
         raise TaskError(f"forecast horizon {horizon} is longer than run {run_dir}'s: its model was trained to forecast "
                         f"{trained} steps (the window's position inputs stop there); ask for at most {trained}")
     read = read_history(history, layout, horizon)
-    mean, std, quants, samples, method = _predict(model, normaliser, layout, read, horizon, levels, num_samples,
-                                                  seed, memory_budget, progress)
+    model = load_model_file(run_dir, checkpoint)
+    mean, std, quants, samples, method = _predict(model, layout, read, horizon,
+                                                  levels, max(num_samples, draws), seed, memory_budget, progress)
     columns = {read["dates"].name: read["dates"]} if read["dates"] is not None else {
         "step": np.arange(1, horizon + 1)}
     for j, col in enumerate(layout["target_columns"]):
@@ -363,8 +395,9 @@ def forecast_run(run_dir, history, output, horizon=None, num_samples=0, quantile
         check_output_path(plot, "--plot", reads=reads + (output,), run_dir=run_dir)
         if os.path.abspath(plot) == os.path.abspath(output):
             raise BatchError(f"--plot {plot} is the --output file")
-    frame = forecast(run_dir, history, horizon=horizon, num_samples=num_samples, quantiles=quantiles,
-                     seed=seed, checkpoint=checkpoint, memory_budget=memory_budget, progress=progress)
+    frame = _forecast(run_dir, history, horizon=horizon, num_samples=num_samples, quantiles=quantiles,
+                      seed=seed, checkpoint=checkpoint, memory_budget=memory_budget, progress=progress,
+                      draws=PLOT_DRAWS if plot is not None else 0)
     write_forecast(frame, output)
     if plot is not None:
         plot_forecast_file(frame, plot, title=f"forecast of {os.path.basename(str(history))}")

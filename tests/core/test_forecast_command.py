@@ -87,7 +87,7 @@ def test_forecast_equals_the_tasks_forecast_frame_on_the_same_window(trained, tm
                               "--quantiles", 0.1, 0.5, 0.9, "--plot", tmp_path / "forecast.png"], capsys)
     assert code == 0, err
     written = pd.read_csv(output, dtype={"date": str})
-    frame = task.forecast_frame(model, start, quantiles=(0.1, 0.5, 0.9))
+    frame = task.forecast_frame(model, start, num_samples=0, quantiles=(0.1, 0.5, 0.9))
     stats = ["mean", "stddev", "q0.1", "q0.5", "q0.9"]
     assert list(written.columns) == (["date"] + [f"{s}_load" for s in stats]
                                      + [f"sample{k}_load" for k in range(4)] + ["quantile_method"])
@@ -107,25 +107,27 @@ def test_forecast_equals_the_tasks_forecast_frame_on_the_same_window(trained, tm
     np.testing.assert_allclose(short["mean_load"], frame[("load", "mean")][:2], rtol=1e-5)
 
 
-def test_an_autoregressive_forecast_draws_the_tasks_paths_with_the_same_seed(trained, tmp_path):
+def test_an_autoregressive_forecast_draws_the_tasks_paths_with_the_same_seed(trained, tmp_path, monkeypatch):
     """The forecast's paths are those of the task's window keyed 0 (the window at row 0),
     so the same seed gives the same paths; mean, stddev and quantiles are Monte Carlo over
-    DEFAULT_PATHS of them, as forecast_frame's."""
-    from taylorformer.workflow.forecasting import DEFAULT_PATHS
+    DEFAULT_PATHS of them (20 here, for time), as forecast_frame's."""
+    from taylorformer.workflow import forecasting
 
+    monkeypatch.setattr(forecasting, "DEFAULT_PATHS", 20)
+    drawn = forecasting.DEFAULT_PATHS
     path, _ = trained
     task = CSVSeriesTask(path=str(path), **OPTIONS)
     run = saved_run(tmp_path / "ar", task, TINY_AR)
     history = history_for(path, 0, tmp_path / "history.csv")
     frame = tfm.forecast(str(run), str(history), num_samples=3, seed=5)
     model = runs.load_model_file(str(run))
-    paths = task.forecast(model, 0, num_samples=DEFAULT_PATHS, seed=5)["samples"][:, 0, :, 0]  # [S, H]
+    paths = task.forecast(model, 0, num_samples=drawn, seed=5)["samples"][:, 0, :, 0]  # [S, H]
     np.testing.assert_allclose(frame[[f"sample{k}_load" for k in range(3)]].to_numpy().T, paths[:3], rtol=1e-4)
     for column, statistic in (("mean_load", paths.mean(0)), ("stddev_load", paths.std(0)),
                               ("q0.05_load", np.quantile(paths, 0.05, axis=0)),
                               ("q0.95_load", np.quantile(paths, 0.95, axis=0))):
         np.testing.assert_allclose(frame[column], statistic, rtol=1e-4, err_msg=column)
-    assert frame.attrs["quantile_method"] == f"Monte Carlo over {DEFAULT_PATHS} sampled paths"
+    assert frame.attrs["quantile_method"] == f"Monte Carlo over {drawn} sampled paths"
 
 
 PARIS = pd.date_range("2024-10-25 05:00", periods=N, freq="h", tz="Europe/Paris")
@@ -169,7 +171,7 @@ def test_dates_round_trip_and_continue_as_pandas_date_range(frequency, dates, te
         assert str(in_memory["date"].dt.tz) == "Europe/Paris"
         assert list(in_memory["date"]) == list(expected)
     # the calendar inputs are the task's: the same forecast as its window's
-    reference = task.forecast_frame(runs.load_model_file(str(run)), start)
+    reference = task.forecast_frame(runs.load_model_file(str(run)), start, num_samples=0)
     np.testing.assert_allclose(pd.read_csv(output)["mean_load"], reference[("load", "mean")], rtol=1e-5)
 
 
@@ -233,5 +235,5 @@ def test_the_export_records_the_position_convention_a_user_can_build_inputs_from
     yc = rows["load"].to_numpy(np.float32)[:C, None]
     out = tf.saved_model.load(served).signatures["serving_default"](
         xc=tf.constant(x[None, :C]), yc=tf.constant(yc[None]), xt=tf.constant(x[None, C:]))
-    frame = task.forecast_frame(model, start, quantiles=())
+    frame = task.forecast_frame(model, start, num_samples=0, quantiles=())
     np.testing.assert_allclose(out["mean"].numpy()[0, :, 0], frame[("load", "mean")], rtol=1e-4)

@@ -126,12 +126,10 @@ def plot_field(source, variable=None, max_side=1000, title=None, context=None):
 
 
 def save_field_plot(source, out, variable=None, max_side=1000):
-    """Draw :func:`plot_field` to the PNG ``out`` (written atomically); returns ``out``."""
-    from taylorformer.files import atomic_path
+    """Draw :func:`plot_field` to the image ``out`` (``.png``, or another type of
+    :func:`~taylorformer.plotting.saving.image_formats`; written atomically); returns ``out``."""
+    from taylorformer.files import check_extension
+    from taylorformer.plotting.saving import image_formats, save_figure
 
-    if not str(out).lower().endswith(".png"):
-        raise BatchError(f"field plot must be a .png path, got {out!r}")
-    fig = plot_field(source, variable, max_side)
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    return out
+    check_extension(out, "field plot", image_formats())
+    return save_figure(plot_field(source, variable, max_side), out)

@@ -43,8 +43,8 @@ import warnings
 import numpy as np
 
 from taylorformer.checks import check_int
-from taylorformer.errors import BatchError, OutputPathError, TaskError
-from taylorformer.files import atomic_path, check_output_path
+from taylorformer.errors import TaskError
+from taylorformer.files import Outputs, atomic_path
 from taylorformer.workflow.runs import check_levels, load_model_file
 
 #: joint paths an autoregressive model draws for its mean, stddev and quantiles (at least)
@@ -218,7 +218,7 @@ def check_continues(given, expected, where):
     wrong = np.flatnonzero(given != expected)
     if wrong.size:
         i = int(wrong[0])
-        raise TaskError(f"{where}: future row {i} (the {i + 1}th after the history) is dated {given[i]}, "
+        raise TaskError(f"{where}: future row {i} (0-based, after the history) is dated {given[i]}, "
                         f"not {expected[i]}, the next step of the history's dates")
 
 
@@ -357,6 +357,7 @@ def plot_forecast_file(frame, path, title=None):
     from matplotlib.figure import Figure
 
     from taylorformer.plotting.forecasts import plot_forecast
+    from taylorformer.plotting.saving import save_figure
 
     targets = frame.attrs["targets"]
     dated = frame.columns[0] != "step"
@@ -375,30 +376,24 @@ def plot_forecast_file(frame, path, title=None):
                       time_label="date" if dated else "step")
     if title:
         fig.suptitle(title)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    return path
+    return save_figure(fig, path)
 
 
 def forecast_run(run_dir, history, output, horizon=None, num_samples=0, quantiles=None, seed=0,
                  checkpoint="best", plot=None, memory_budget=None, progress=None):
-    """``taylorformer forecast``: :func:`forecast` written to the CSV file ``output`` (never
-    over the history or the run's files) and, with ``plot``, drawn to that PNG; returns
-    the frame."""
-    if not str(output).lower().endswith(".csv"):
-        raise OutputPathError(f"--output {output}: a forecast is written as CSV; name a .csv file")
-    reads = () if not isinstance(history, (str, os.PathLike)) else (history,)
-    check_output_path(output, "--output", reads=reads, run_dir=run_dir)
-    if plot is not None:
-        if not str(plot).lower().endswith(".png"):
-            raise OutputPathError(f"--plot {plot}: the plot is a PNG image; name a .png file")
-        check_output_path(plot, "--plot", reads=reads + (output,), run_dir=run_dir)
-        if os.path.abspath(plot) == os.path.abspath(output):
-            raise BatchError(f"--plot {plot} is the --output file")
-    frame = _forecast(run_dir, history, horizon=horizon, num_samples=num_samples, quantiles=quantiles,
-                      seed=seed, checkpoint=checkpoint, memory_budget=memory_budget, progress=progress,
-                      draws=PLOT_DRAWS if plot is not None else 0)
-    write_forecast(frame, output)
-    if plot is not None:
-        plot_forecast_file(frame, plot, title=f"forecast of {os.path.basename(str(history))}")
+    """``taylorformer forecast``: :func:`forecast` written to the CSV file ``output`` and,
+    with ``plot``, drawn to that image; both checked before any work (never the history
+    or the run's files) and put in place together (:class:`taylorformer.files.Outputs`).
+    Returns the frame."""
+    from taylorformer.plotting.saving import image_formats
+
+    with Outputs(reads=(history,), run_dir=run_dir) as outputs:
+        table = outputs.file(output, "--output", (".csv",))
+        image = outputs.file(plot, "--plot", image_formats())
+        frame = _forecast(run_dir, history, horizon=horizon, num_samples=num_samples, quantiles=quantiles,
+                          seed=seed, checkpoint=checkpoint, memory_budget=memory_budget, progress=progress,
+                          draws=PLOT_DRAWS if plot is not None else 0)
+        write_forecast(frame, table)
+        if image is not None:
+            plot_forecast_file(frame, image, title=f"forecast of {os.path.basename(str(history))}")
     return frame

@@ -154,7 +154,8 @@ def output_zone(history_zone, run_zone, where):
     """The zone the dates are read and written in: the run's (that of its calendar
     features) when both have one; None (naive) when neither has; a TaskError otherwise."""
     if (history_zone is None) != (run_zone is None):
-        raise TaskError(f"{where}: its dates have {'no time zone' if history_zone is None else f'the zone {history_zone}'} "
+        given = "no time zone" if history_zone is None else f"the zone {history_zone}"
+        raise TaskError(f"{where}: its dates have {given} "
                         f"but the run's dates had {f'the zone {run_zone}' if run_zone else 'none'}: give "
                         + ("each date its UTC offset or zone" if history_zone is None else
                            "dates without a zone, in the local time the run was trained on"))

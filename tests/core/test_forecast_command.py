@@ -190,8 +190,10 @@ def bad_histories(path, folder):
         "a missing column": (write("no_temp.csv", full.drop(columns="temp")), [], "has no column 'temp'"),
         "no future covariates": (write("no_future.csv", past), [], "needs future covariates ['temp']"),
         "future dates that do not continue": (
-            write("late.csv", pd.concat([past, future.assign(date=future["date"].str.replace("2024-01-02", "2024-01-05"))])),
+            write("late.csv", pd.concat([past, future.assign(date=future["date"].str.replace("-02 ", "-05 "))])),
             [], "not 2024-01-02"),
+        "dates with a zone for a run without": (write("zoned.csv", full.assign(date=full["date"] + "+01:00")), [],
+                                                "its dates have the zone UTC+01:00 but the run's dates had none"),
         "a horizon longer than the run's": (folder / "good.csv", ["--horizon", H + 1], "trained to forecast 3 steps"),
     }
 

@@ -1,6 +1,7 @@
 """One output discipline for every command that writes (``taylorformer.files.Outputs``):
 ``predict`` (``--input``; ``--grid`` with ``--plot``), ``plot-field``, ``place`` (with
-``--plot``), ``export``, ``evaluate --calibration/--recalibrate`` and ``plot``.
+``--plot``), ``export``, ``evaluate --calibration/--recalibrate``, ``plot`` and ``forecast``
+(with ``--plot``).
 
 A bad output path (missing folder, an extension the writer cannot write, the same file as
 an input, inside the run) fails before any work with exit 2 and one ``error:`` line naming
@@ -96,6 +97,8 @@ COMMANDS = {
     "evaluate --recalibrate": (["evaluate", "GP", "--batches", "1", "--no-baselines", "--recalibrate"],
                                "--calibration-plot", "GP/config.json"),
     "plot": (["plot", "GP"], "--out", "GP/config.json"),
+    # the outputs fail before the run's model is read: any run, any history file
+    "forecast": (["forecast", "GP", "--history", "W/points.csv", "--output", "W/exists.csv"], "--plot", "W/points.csv"),
 }
 #: a bad output of each kind, a file (the data or image extension) or a folder (export)
 BAD_FILES = {"missing folder": "W/missing/out{ext}", "extension": "W/out.xyz", "an input": "W/input-link{ext}",

@@ -295,7 +295,7 @@ def forecast(run_dir, history, horizon=None, num_samples=0, quantiles=None, seed
     time zone as the module docstring says) or ``step``, then per target ``mean_<col>``,
     ``stddev_<col>``, ``q<level>_<col>``, the samples and ``quantile_method``. Its
     ``attrs``: ``quantile_method``, ``date_format`` (the file's date text format, or
-    None), ``targets``, and for :func:`forecast_run`'s plot ``context_dates``, ``context`` ``[C, Dy]``
+    None), ``targets``, ``joint`` (the samples are joint paths), and for :func:`forecast_run`'s plot ``context_dates``, ``context`` ``[C, Dy]``
     and ``paths`` ``[S, H, Dy]``.
     """
     return _forecast(run_dir, history, horizon, num_samples, quantiles, seed, checkpoint, memory_budget,
@@ -335,7 +335,8 @@ def _forecast(run_dir, history, horizon=None, num_samples=0, quantiles=None, see
     columns["quantile_method"] = method
     frame = pd.DataFrame(columns)
     frame.attrs.update(quantile_method=method, date_format=read["date_format"], targets=layout["target_columns"],
-                       context_dates=read["context_dates"], context=read["y"], paths=samples)
+                       context_dates=read["context_dates"], context=read["y"], paths=samples,
+                       joint=bool(getattr(model, "causal", False)))
     return frame
 
 
@@ -352,8 +353,10 @@ def write_forecast(frame, output):
 
 
 def plot_forecast_file(frame, path, title=None):
-    """Draw the history, mean, bands and a few paths of ``frame`` (:func:`forecast`'s) to
-    ``path`` (:func:`taylorformer.plotting.forecasts.plot_forecast`), one panel per target."""
+    """Draw the history, mean, 50% and 90% bands and, for an autoregressive model, a few of
+    its joint paths (a conditional model's draws are independent per step, not paths) of
+    ``frame`` (:func:`forecast`'s) to ``path``
+    (:func:`taylorformer.plotting.forecasts.plot_forecast`), one panel per target."""
     import pandas as pd
     from matplotlib.figure import Figure
 
@@ -373,7 +376,8 @@ def plot_forecast_file(frame, path, title=None):
     axes = fig.subplots(len(targets), 1, squeeze=False)[:, 0]
     for j, (ax, col) in enumerate(zip(axes, targets)):
         plot_forecast(np.asarray(past), context[:, j], np.asarray(when), frame.attrs["paths"][:, :, j],
-                      mean=frame[f"mean_{col}"].to_numpy(), num_paths=PLOT_PATHS, ax=ax, label=col,
+                      mean=frame[f"mean_{col}"].to_numpy(), num_paths=PLOT_PATHS if frame.attrs["joint"] else 0,
+                      ax=ax, label=col,
                       time_label="date" if dated else "step")
     if title:
         fig.suptitle(title)

@@ -37,9 +37,10 @@ import numpy as np
 from taylorformer.batch import empty_batch
 from taylorformer.errors import TaskError, close_matches
 from taylorformer.hookspecs import hookimpl
-from taylorformer.task import MAX_COUNT, MAX_INPUT, Task, check_bool, check_choice, check_number, count_range
+from taylorformer.task import MAX_INPUT, Task, check_bool, check_choice, check_number, count_range
 from taylorformer.tasks.csv_series import listed_rows, resolve_path
-from taylorformer.tasks.gaussian_process import KERNEL_ALIASES, RADIAL_KERNELS, canonical_kernel, fit_gp_prior, sample_gp
+from taylorformer.tasks.gaussian_process import (KERNEL_ALIASES, RADIAL_KERNELS, canonical_kernel, fit_gp_prior,
+                                                  sample_gp)
 from taylorformer.tasks.gp import CEILING_KEYS, ceiling_signature, gp_memory_estimate
 
 #: fewest survey points a prior is fitted to (a lengthscale, two variances and a mean)
@@ -126,7 +127,8 @@ def _given_prior(prior, dim_x):
     if len(ls) not in (1, dim_x):
         raise TaskError(f"{OWNER} 'prior' lengthscale must be one number or {dim_x} (one per input), got {ls!r}")
     out = {"kernel": kernel,
-           "lengthscale": np.array([check_number(OWNER, "prior: lengthscale", v, 0.0, None, low_open=True) for v in ls]),
+           "lengthscale": np.array([check_number(OWNER, "prior: lengthscale", v, 0.0, None, low_open=True)
+                                    for v in ls]),
            "variance": check_number(OWNER, "prior: variance", prior["variance"], 0.0, None, low_open=True),
            "noise_variance": check_number(OWNER, "prior: noise_variance", prior["noise_variance"], 0.0, None,
                                           low_open=True),

@@ -81,6 +81,8 @@ def plot_field(source, variable=None, max_side=1000, title=None, context=None):
         mean = ds[f"{variable}_mean"]
         if mean.ndim != 2:
             raise BatchError(f"{where}: {variable}_mean has dims {list(mean.dims)}; a map needs a 2-D grid")
+        if not np.isfinite(mean.values).any():
+            raise BatchError(f"{where}: every cell of {variable}_mean is NaN or infinite: no map to draw")
         horizontal, vertical = _axes_order(ds, list(mean.dims))
         stride = {d: max(1, -(-ds.sizes[d] // max_side)) for d in mean.dims}
         pick = {d: slice(None, None, s) for d, s in stride.items()}

@@ -153,8 +153,9 @@ def test_cli_bad_survey_is_one_error_line(tmp_path, capsys):
 def test_trained_run_predicts_at_survey_points_in_data_units(tmp_path, capsys):
     """3 training steps, then ``predict RUN --input POINTS.csv --context SURVEY.csv``: the
     survey's column names come back, and the values are the model's predictive at the
-    standardised inputs mapped by the fitted mean and scale (data units). About 10 s on an
-    idle 2-core CPU: the brief's end-to-end check (a model built, trained and reloaded)."""
+    standardised inputs mapped by the fitted mean and scale (data units). The slowest test
+    here (a tiny model built, trained 3 steps and reloaded): the one end-to-end check of
+    the task, the normaliser and ``predict`` together."""
     import taylorformer as tfm
     from taylorformer import cli
     from taylorformer.model_card import read_model_file

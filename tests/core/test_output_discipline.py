@@ -257,7 +257,7 @@ def test_sigterm_mid_run_leaves_the_previous_outputs_and_no_temp(work, gp_run, f
                    "--output", work / "exists.csv", "--plot", work / "map.png"],
                   lambda p: os.path.basename(p).startswith(".tmp-exists.csv-")),
         "export": (["export", gp_run, "--output", work / "exp"],
-                   lambda p: ".tmp-exp-" in p and p.endswith("normaliser.json")),
+                   lambda p: p.count(".tmp-exp-") == 2),  # export_model's folder in export_run's: saving
         "evaluate --recalibrate": (["evaluate", gp_run, "--batches", "4", "--batch-size", "2", "--no-baselines",
                                     "--recalibrate", "--calibration-plot", work / "cal.png"],
                                    lambda p: os.path.basename(p).startswith(".tmp-calibration.json-")),

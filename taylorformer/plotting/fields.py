@@ -68,7 +68,13 @@ def plot_field(source, variable=None, max_side=1000, title=None, context=None):
     default: those the file records)."""
     import xarray as xr
 
-    ds = xr.open_dataset(source) if isinstance(source, (str, os.PathLike)) else source
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            ds = xr.open_dataset(source)
+        except Exception as exc:  # noqa: BLE001 the netCDF backends raise many types
+            raise BatchError(f"cannot read {source} as netCDF: {type(exc).__name__}: {exc}") from None
+    else:
+        ds = source
     where = str(source) if isinstance(source, (str, os.PathLike)) else "the dataset"
     try:
         means = [str(v)[:-5] for v in ds.data_vars if str(v).endswith("_mean")]

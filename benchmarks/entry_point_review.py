@@ -694,52 +694,55 @@ def references(root, runs, timeout):
 
 # ----------------------------------------------------------------------------- signals
 def signal_cases(root, runs, timeout):
-    """SIGTERM (and SIGINT for export) sent to real processes once their outputs are being
-    written: exit 130, every file as it was, no temp file."""
-    work = os.path.join(root, "signals")
-    os.mkdir(work)
-    grid_file(os.path.join(work, "big.nc"), lat=np.linspace(30, 50, 300), lon=np.linspace(100, 150, 300))
-    points(os.path.join(work, "context.csv"))
-    points(os.path.join(work, "cand.csv"), n=3000, values=False)
-    for name, data in (("exists.nc", b"previous field"), ("exists.csv", b"previous table")):
-        with open(os.path.join(work, name), "wb") as fh:
-            fh.write(data)
-    gp = os.path.join(work, "gp")
-    shutil.copytree(runs["gp"], gp)
-    jobs = {
-        "SIGTERM predict --grid": (signal.SIGTERM, [
-            "predict", runs["geo"], "--checkpoint", "model", "--grid", f"{work}/big.nc", "--context",
-            f"{work}/context.csv", "--padding", "5", "--patch", "4", "--quiet", "--output", f"{work}/exists.nc"],
-            lambda p: os.path.basename(p).startswith(".tmp-") and "exists.nc" in p and os.path.getsize(p)),
-        "SIGTERM place": (signal.SIGTERM, [
-            "place", runs["geo"], "--checkpoint", "model", "--candidates", f"{work}/cand.csv", "--k", "20",
-            "--output", f"{work}/exists.csv"], lambda p: os.path.basename(p).startswith(".tmp-exists.csv-")),
-        "SIGTERM export": (signal.SIGTERM, ["export", gp, "--output", f"{work}/exp1"],
-                           lambda p: ".tmp-exp1-" in p and p.endswith(".json")),
-        "SIGINT export": (signal.SIGINT, ["export", gp, "--output", f"{work}/exp2"],
-                          lambda p: ".tmp-exp2-" in p and p.endswith(".json")),
-        "SIGTERM evaluate --recalibrate": (signal.SIGTERM, [
-            "evaluate", gp, "--batches", "4", "--batch-size", "2", "--no-baselines", "--recalibrate",
-            "--calibration-plot", f"{work}/cal.png"],
-            lambda p: os.path.basename(p).startswith(".tmp-calibration.json-")),
-    }
-    before = snapshot(work)
+    """SIGTERM (and SIGINT for export) sent to real processes, each in its own folder, once
+    its outputs are being written: exit 130, every file as it was, no temp file."""
+    def folder(name):
+        work = os.path.join(root, "signals", name.replace(" ", "_"))
+        os.makedirs(work)
+        for file, data in (("exists.nc", b"previous field"), ("exists.csv", b"previous table")):
+            with open(os.path.join(work, file), "wb") as fh:
+                fh.write(data)
+        return work
+
+    jobs = {}
+    w = folder("grid")
+    grid_file(os.path.join(w, "big.nc"), lat=np.linspace(30, 50, 300), lon=np.linspace(100, 150, 300))
+    points(os.path.join(w, "context.csv"))
+    jobs["SIGTERM predict --grid"] = (w, signal.SIGTERM, [
+        "predict", runs["geo"], "--checkpoint", "model", "--grid", f"{w}/big.nc", "--context", f"{w}/context.csv",
+        "--padding", "5", "--patch", "4", "--quiet", "--output", f"{w}/exists.nc"],
+        lambda p: os.path.basename(p).startswith(".tmp-") and "exists.nc" in p and os.path.getsize(p))
+    w = folder("place")
+    points(os.path.join(w, "cand.csv"), n=3000, values=False)
+    jobs["SIGTERM place"] = (w, signal.SIGTERM, [
+        "place", runs["geo"], "--checkpoint", "model", "--candidates", f"{w}/cand.csv", "--k", "20", "--output",
+        f"{w}/exists.csv"], lambda p: os.path.basename(p).startswith(".tmp-exists.csv-"))
+    for sig, label in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
+        w = folder(f"export {label}")
+        jobs[f"{label} export"] = (w, sig, ["export", runs["gp"], "--output", f"{w}/exp"],
+                                   lambda p: os.path.basename(p).startswith(".tmp-exp-"))
+    w = folder("recalibrate")
+    shutil.copytree(runs["gp"], os.path.join(w, "gp"))
+    jobs["SIGTERM evaluate --recalibrate"] = (w, signal.SIGTERM, [
+        "evaluate", f"{w}/gp", "--batches", "4", "--batch-size", "2", "--no-baselines", "--recalibrate",
+        "--calibration-plot", f"{w}/cal.png"], lambda p: os.path.basename(p).startswith(".tmp-calibration.json-"))
+    before = {name: snapshot(job[0], runs["gp"], runs["geo"]) for name, job in jobs.items()}
     code = "import sys; from taylorformer.cli import main; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
     procs = {name: subprocess.Popen([sys.executable, "-c", code, *map(str, argv)], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, text=True, env=env)
-             for name, (_, argv, _) in jobs.items()}
+             for name, (_, _, argv, _) in jobs.items()}
     sent, deadline = set(), time.monotonic() + timeout * 3
     while len(sent) < len(procs) and time.monotonic() < deadline:
         for name, proc in procs.items():
             if name in sent or proc.poll() is not None:
                 continue
+            work, sig, _, started = jobs[name]
             found = [os.path.join(f, n) for f, d, fs in os.walk(work) for n in d + fs]
-            if any(jobs[name][2](p) for p in found if os.path.exists(p)):
-                time.sleep(0.3)
-                proc.send_signal(jobs[name][0])
+            if any(started(p) for p in found if os.path.exists(p)):
+                proc.send_signal(sig)
                 sent.add(name)
-        time.sleep(0.05)
+        time.sleep(0.02)
     results = []
     for name, proc in procs.items():
         if name not in sent:
@@ -750,17 +753,20 @@ def signal_cases(root, runs, timeout):
             proc.kill()
             results.append(("data lost", name, "hung", "no exit after the signal"))
             continue
+        work = jobs[name][0]
+        left = temps(work, runs["gp"], runs["geo"])
+        after = snapshot(work, runs["gp"], runs["geo"])
+        changed = [k for k in set(before[name]) | set(after) if before[name].get(k, 0) != after.get(k, 0)]
         if name not in sent:
             results.append(("data lost", name, "hung", f"never reached its writing (exit {code_}): {err[-200:]}"))
+        elif left or changed:
+            results.append(("data lost", name, "lost or left data", f"exit {code_}; temps {left[:2]}, "
+                                                                   f"changed {changed[:2]}"))
         elif code_ != 130 or "error: interrupted" not in err:
             results.append(("data lost", name, "crashed", f"exit {code_}: {err.strip()[-300:]}"))
         else:
-            results.append(("data lost", name, None, None))
-    left = temps(work)
-    changed = [k for k in set(before) | set(snapshot(work)) if before.get(k, 0) != snapshot(work).get(k, 0)]
-    return [(kind, name, verdict or ("lost or left data" if left or changed else "held"),
-             detail or (f"temps {left[:2]}, changed {changed[:2]}" if left or changed else "exit 130, clean"))
-            for kind, name, verdict, detail in results]
+            results.append(("data lost", name, "held", "exit 130, every file as it was, no temp"))
+    return results
 
 
 # ----------------------------------------------------------------------------- main
@@ -769,6 +775,7 @@ def main():
     parser.add_argument("--only", default=None, help="run only the cases whose name holds this word")
     parser.add_argument("--timeout", type=int, default=120, help="seconds per case before it counts as hung")
     parser.add_argument("--no-signals", action="store_true", help="leave out the real-process signal cases")
+    parser.add_argument("--signals-only", action="store_true", help="run only the real-process signal cases")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="entry-point-review-")
     try:
@@ -778,7 +785,8 @@ def main():
         prepare(base, runs)
         shutil.copy(os.path.join(root, "field.nc"), os.path.join(base, "field.nc"))
         results = []
-        cases = [c for c in catalogue(runs, reference) if args.only is None or args.only in c.name]
+        cases = [c for c in catalogue(runs, reference) if (args.only is None or args.only in c.name)
+                 and not args.signals_only]
         for i, case in enumerate(cases):
             w = os.path.join(root, f"case{i}")
             shutil.copytree(base, w, symlinks=True)

@@ -14,7 +14,7 @@ Front door::
     tfm.place(model, candidates, context, k=5)    # sensor placement (docs/placement.md)
     tfm.export_run("runs/x", "served")            # a SavedModel that serves without taylorformer
     tfm.predict_field(model, points, grid)        # a field on a grid's coordinates (docs/fields.md)
-    tfm.replicate("taylorformer-gp-eq", budget="small")  # a published table row (docs/replication.md)
+    tfm.forecast("runs/x", "series.csv", horizon=24)   # the steps after a series' history (docs/forecasting.md)
 
 The model classes are imported (and registered with Keras) with the package, so plain
 ``keras.models.load_model("m.keras")`` works after ``import taylorformer``; the other
@@ -32,12 +32,13 @@ the plugin contract, the modules a plugin or a user imports (few and flat, as si
 keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::
 
     plugin contract   hookspecs  registry  plugin_api  errors  checks
-                      task  batch  spec  components  attention/  replication  experiment  testing
+                      task  batch  spec  components  attention/  testing
     models/           the NP family: base, conditional, autoregressive, build, fitting, layers,
                       inference (loglik, predict), decoding, bounded_sampling, target_order,
                       window_standardisation
     prediction/       using a trained model: query, fields, placement, calibration, export
-    workflow/         a training run: training, callbacks, run_dir, runs, evaluation, baselines
+    workflow/         a training run: training, callbacks, run_dir, runs, evaluation, baselines,
+                      forecasting (a series forecast from its history)
     plotting/         figures, one module per kind of data
     the model file    normaliser (data units <-> model units), model_card (read without TensorFlow)
     the rest          cli (the command), tf_compat (private TF/Keras APIs), pixel_grid,
@@ -47,8 +48,9 @@ keras-hub lays out a model family, ``keras_hub/src/models/gemma/``)::
 
 Imports point down, in the order tests/core/test_import_graph.py's ``LAYERS`` states:
 helpers (errors, checks, files, batch, normaliser, ...), attention, the plugin contract,
-registry, spec, the records (model card, experiment), models, plotting, tasks, prediction,
-workflow, replication and plugins, the command line.
+registry, spec, the records (model card), models, plotting, tasks, prediction, workflow,
+plugins, the command line. The published rows and their runner are a plugin of their own,
+``taylorformer_replication`` (``pip install -e plugins/replication``; docs/replication.md).
 
 ``TAYLORFORMER_LAZY_IMPORT=1`` imports the package without TensorFlow: the model names
 import :mod:`taylorformer.models` (and register the classes with Keras) on first use, so
@@ -81,12 +83,12 @@ _LAZY = {
     "train": "taylorformer.workflow.training",
     "Trainer": "taylorformer.workflow.training",
     "TrainConfig": "taylorformer.workflow.training",
-    "replicate": "taylorformer.replication",
     "evaluate_run": "taylorformer.workflow.runs",
     "place": "taylorformer.prediction.placement",
     "export_model": "taylorformer.prediction.export",
     "export_run": "taylorformer.workflow.runs",
     "predict_field": "taylorformer.prediction.fields",
+    "forecast": "taylorformer.workflow.forecasting",
 }
 
 #: modules the docs import from the package itself (docs/calibration.md: ``calibration``),

@@ -1,5 +1,6 @@
 """The ``taylorformer`` command line: plugins, train, evaluate, plot, predict (``--grid``: a
-field), plot-field, place, export, info, replicate.
+field), forecast, plot-field, place, export, info, and the commands plugins add
+(``replicate``).
 
 A library error (and a bad file or value given by the user) is one line ``error: ...`` on
 stderr with exit code 2, as is a bad argument; any other exception is one line with exit
@@ -22,7 +23,6 @@ import json
 import math
 import os
 import re
-import signal
 import sys
 import tempfile
 import traceback
@@ -145,8 +145,9 @@ def _cmd_plugins(args):
     return 0
 
 
-def _json_arg(text, what):
-    """A JSON object given inline or as a path to a .json/.yaml file."""
+def json_arg(text, what):
+    """A JSON object given inline or as a path to a .json/.yaml file (``what``: the option,
+    for the error); plugin commands read their JSON options with it too."""
     if text is None:
         return None
     if text.endswith((".json", ".yaml", ".yml")):
@@ -162,7 +163,8 @@ def _json_arg(text, what):
     return value
 
 
-def _print_json(result):
+def print_json(result):
+    """Print ``result`` as the commands' JSON output (``--json``), for plugin commands too."""
     from taylorformer.files import json_text
 
     print(json_text(result))
@@ -190,7 +192,7 @@ def _cmd_train(args):
         if model is None:
             model = MAIN_JOB_MODEL
             options.setdefault("steps", MAIN_JOB_STEPS)
-        training.train(model=model, task=args.task, task_config=_json_arg(args.task_config, "--task-config"),
+        training.train(model=model, task=args.task, task_config=json_arg(args.task_config, "--task-config"),
                        out_dir=args.out, verbose=verbose, evaluate=not args.no_eval,
                        eval_batches=args.eval_batches, **options)
     return 0
@@ -199,51 +201,43 @@ def _cmd_train(args):
 def _cmd_evaluate(args):
     from taylorformer.workflow import runs
 
+    plot = args.calibration_plot or f"{args.run_dir.rstrip('/')}/calibration-{args.split}.png"
+    if args.calibration or args.recalibrate:  # the plot's path fails before the evaluation
+        from taylorformer.files import Outputs
+        from taylorformer.plotting.saving import image_formats
+
+        Outputs(run_dir=args.run_dir).check(plot, "--calibration-plot", image_formats())
     result = runs.evaluate_run(args.run_dir, task=args.task,
-                               task_config=_json_arg(args.task_config, "--task-config"),
+                               task_config=json_arg(args.task_config, "--task-config"),
                                num_batches=args.batches, split=args.split,
                                checkpoint=args.checkpoint, batch_size=args.batch_size,
                                num_samples=args.samples, consistency=args.consistency,
-                               memory_budget=args.memory_budget, baselines=not args.no_baselines)
+                               memory_budget=args.memory_budget, baselines=not args.no_baselines,
+                               sampled_tasks=args.sampled_windows)
     if args.calibration or args.recalibrate:
         result["calibration"] = runs.calibrate_run(
-            args.run_dir, task=args.task, task_config=_json_arg(args.task_config, "--task-config"),
+            args.run_dir, task=args.task, task_config=json_arg(args.task_config, "--task-config"),
             split=args.split, checkpoint=args.checkpoint, batch_size=args.batch_size,
             num_batches=args.batches, num_samples=args.calibration_samples,
             teacher_forced=args.teacher_forced, recalibrate=args.recalibrate,
-            plot=args.calibration_plot or f"{args.run_dir.rstrip('/')}/calibration-{args.split}.png")
-    _print_json(result)
-    if "verdict" in result:  # stdout stays one JSON document
+            plot=plot)
+    print_json(result)
+    from taylorformer.model_card import evaluation_headline
+
+    headline = evaluation_headline(result)
+    if headline:  # stdout stays one JSON document
+        print(headline, file=sys.stderr)
+    if "verdict" in result:
         print(f"verdict: {result['verdict']}", file=sys.stderr)
     return 0
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt():
-    """SIGTERM (``kill``) raises KeyboardInterrupt while a command writes its output, so
-    that its temp file is removed (a SIGKILL's is removed by the next write of that file)."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: leave the signal alone
-        previous = None
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _cmd_plot(args):
     from taylorformer.workflow import runs
 
-    with _terminate_as_interrupt():
-        path = runs.plot_run(args.run_dir, out=args.out, task=args.task,
-                             task_config=_json_arg(args.task_config, "--task-config"),
-                             checkpoint=args.checkpoint, num_tasks=args.num_tasks,
-                             num_samples=args.samples)
+    path = runs.plot_run(args.run_dir, out=args.out, task=args.task,
+                         task_config=json_arg(args.task_config, "--task-config"),
+                         checkpoint=args.checkpoint, num_tasks=args.num_tasks, num_samples=args.samples)
     print(path)
     return 0
 
@@ -263,13 +257,12 @@ def _cmd_predict(args):
     if args.input is None or given:
         raise SpecError("predict needs --input FILE (or --grid FIELD.nc for a field)" if args.input is None
                         else f"{', '.join(given)} go with --grid FIELD.nc only")
-    with _terminate_as_interrupt():
-        output, n = runs.predict_run(args.run_dir, args.input, args.output, context=args.context,
-                                     checkpoint=args.checkpoint, levels=args.quantiles,
-                                     num_samples=args.samples, chunk_size=args.chunk_size,
-                                     x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
-                                     verbose=0 if args.quiet else 1 if sys.stdout.isatty() else 2,
-                                     recalibration=args.recalibration)
+    output, n = runs.predict_run(args.run_dir, args.input, args.output, context=args.context,
+                                 checkpoint=args.checkpoint, levels=args.quantiles,
+                                 num_samples=args.samples, chunk_size=args.chunk_size,
+                                 x_columns=args.x_columns, y_columns=args.y_columns, seed=args.seed,
+                                 verbose=0 if args.quiet else 1 if sys.stdout.isatty() else 2,
+                                 recalibration=args.recalibration)
     print(f"predictions at {n} point(s) written to {output}")
     return 0
 
@@ -293,27 +286,36 @@ def _predict_grid(args):
                "patch": None if args.patch is None else (args.patch[0] if len(args.patch) == 1 else args.patch),
                "levels": args.quantiles or fields.DEFAULT_LEVELS, "chunk_size": args.chunk_size,
                "progress": not args.quiet, "seed": args.seed}
-    with _terminate_as_interrupt():
-        output, cells = runs.predict_field_run(args.run_dir, args.grid, args.context, args.output,
-                                               checkpoint=args.checkpoint, recalibration=args.recalibration,
-                                               **options)
+    output, cells = runs.predict_field_run(args.run_dir, args.grid, args.context, args.output,
+                                           checkpoint=args.checkpoint, recalibration=args.recalibration,
+                                           plot=args.plot, **options)
     print(f"field of {cells} cell(s) written to {output}")
     if args.plot:
-        from taylorformer.plotting.fields import save_field_plot
+        print(f"map: {args.plot}")
+    return 0
 
-        print(f"map: {save_field_plot(output, args.plot)}")
+
+def _cmd_forecast(args):
+    from taylorformer.workflow import forecasting
+
+    frame = forecasting.forecast_run(args.run_dir, args.history, args.output, horizon=args.horizon,
+                                     num_samples=args.samples, quantiles=args.quantiles, seed=args.seed,
+                                     checkpoint=args.checkpoint, plot=args.plot, memory_budget=args.memory_budget)
+    print(f"forecast of {len(frame)} step(s) written to {args.output}" + (f"; plot: {args.plot}" if args.plot else ""))
     return 0
 
 
 def _cmd_plot_field(args):
+    from taylorformer.files import Outputs
     from taylorformer.plotting.fields import save_field_plot
+    from taylorformer.plotting.saving import image_formats
 
-    out = args.out or os.path.splitext(args.field)[0] + ".png"
-    if os.path.exists(out) and os.path.samefile(out, args.field):
-        raise SpecError(f"--out {out} is the file the command reads")
     if not os.path.isfile(args.field):
         raise SpecError(f"field file {args.field} does not exist")
-    print(save_field_plot(args.field, out, variable=args.variable))
+    out = args.out or os.path.splitext(args.field)[0] + ".png"
+    with Outputs(reads=(args.field,)) as outputs:
+        save_field_plot(args.field, outputs.file(out, "--out", image_formats()), variable=args.variable)
+    print(out)
     return 0
 
 
@@ -351,99 +353,9 @@ def _cmd_info(args):
 
     info = model_card.run_info(args.target)
     if args.json:  # JSON escapes every control character
-        _print_json(info)
+        print_json(info)
     else:
         print(printable(model_card.format_info(info)))
-    return 0
-
-
-def budget(text):
-    """An argparse type: ``paper``, ``small`` or a number of training steps >= 1."""
-    if text in ("paper", "small"):
-        return text
-    try:
-        return positive_int(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"must be 'paper', 'small' or a number of steps >= 1, "
-                                         f"got {text!r}") from None
-
-
-def _cell(value, digits=4):
-    """A number of the results file (text) as a short table cell ("n/a" for none)."""
-    if value is None:
-        return "n/a"
-    try:
-        return f"{float(value):.{digits}g}"
-    except (TypeError, ValueError):
-        return str(value)
-
-
-#: the keys of each row in ``replicate --list --json`` (the rest of the row's fields follow)
-LIST_KEYS = ("id", "paper", "table", "dataset", "model", "metric", "higher_is_better", "paper_value",
-             "paper_error", "paper_error_kind", "paper_comparable", "ours", "earlier", "baseline", "baseline_reason",
-             "status", "status_kind", "status_reason")
-
-
-def _list_rows(args):
-    from taylorformer import replication
-
-    listed = replication.list_rows(args.results, baselines=args.baselines)
-    if args.json:
-        _print_json([{**{k: row[k] for k in LIST_KEYS}, **{k: v for k, v in row.items() if k not in LIST_KEYS}}
-                     for row in listed])
-        return 0
-    table = [("ID", "METRIC", "PAPER VALUE", "OURS", "BUDGET", "BASELINE", "STATUS")]
-    for row in listed:
-        ours = row["ours"]
-        mark = "" if ours is None or ours["source"] == "results" else " *"
-        understated = " (understated)" if ours is not None and ours.get("stderr_understated") else ""
-        value = "not run" if ours is None else f"{_cell(ours['value'])} +- {_cell(ours['stderr'], 2)}{understated}{mark}"
-        base = row["baseline"]
-        baseline = "-" if base is None else f"{base['name']} {_cell(base['value'])}"
-        budget = "" if ours is None else (f"{ours['budget']} ({ours['steps']} steps, "
-                                          f"{100 * ours['budget_fraction']:.2g}% of the paper's)")
-        table.append((row["id"], row["metric"], replication.format_value(replication.get_row(row["id"])), value,
-                      budget, baseline, row["status"]))
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
-    for r in table:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    print(f"\nOurs: the last line of {args.results} for each row ({len(listed)} rows); * where it has none: "
-          f"the project's recorded result, from {replication.RECORDED_RESULTS}. Baselines: "
-          f"{args.baselines}, else {replication.RECORDED_BASELINES}. (understated): an iid error bar over "
-          "overlapping windows, not used for the status. --json gives every field, with the reasons for each "
-          "status and missing baseline.")
-    return 0
-
-
-def _cmd_replicate(args):
-    from taylorformer import replication
-
-    if args.list:
-        return _list_rows(args)
-    if args.row is None:
-        raise SpecError("replicate needs a ROW id, or --list to see them")
-    if args.baseline:
-        records = replication.score_baselines(args.row, results=args.baselines, eval_tasks=args.eval_tasks,
-                                              task_config=_json_arg(args.task_config, "--task-config"), verbose=0)
-        for record in records:
-            print(f"{args.row}: baseline {record['baseline']} {record['metric']} {record['value']:.4g} +- "
-                  f"{record['stderr']:.2g} ({record['stderr_method']}, {record['num_tasks']} tasks, "
-                  f"{record['wall_s']} s)")
-        print(f"recorded in {args.baselines}")
-        return 0
-    record = replication.replicate(
-        args.row, budget=args.budget, out=args.out, results=args.results, eval_tasks=args.eval_tasks,
-        task_config=_json_arg(args.task_config, "--task-config"), batch_size=args.batch_size,
-        model_overrides=_json_arg(args.model_overrides, "--model-overrides"),
-        jit_compile="auto" if args.xla is None else args.xla, verbose=1 if sys.stdout.isatty() else 2,
-        time_budget=args.time_budget)
-    if record is None:  # the time budget ran out: checkpointed, nothing recorded
-        return 0
-    print(replication.comparison(replication.get_row(args.row), record))
-    if record["paired_baseline"]:
-        print(f"paired with {record['paired_baseline']} on the same windows: ours - {record['paired_baseline']} = "
-              f"{record['paired_gap']:+.4g} +- {record['paired_stderr']:.2g}")
-    print(f"recorded in {args.results}")
     return 0
 
 
@@ -573,8 +485,12 @@ def build_parser():
             p.add_argument("--batches", type=positive_int, default=None)
             p.add_argument("--split", choices=["val", "test"], default="test")
             p.add_argument("--batch-size", type=positive_int, default=16)
-            p.add_argument("--samples", type=non_negative_int, default=0,
-                           help="autoregressive models: multi-step sampled forecast metrics")
+            p.add_argument("--samples", type=non_negative_int, default=None,
+                           help="autoregressive models: forecast paths per window behind the headline "
+                                "metrics (default 32; 0: teacher-forced metrics only)")
+            p.add_argument("--sampled-windows", type=positive_int, default=64, metavar="N",
+                           help="autoregressive models: sample the forecasts of at most N windows, spread "
+                                "over the split (default 64)")
             p.add_argument("--consistency", type=non_negative_int, default=0, metavar="K",
                            help="autoregressive models: std of the log-lik over K target orders")
             p.add_argument("--no-baselines", action="store_true",
@@ -646,6 +562,32 @@ def build_parser():
                    help="apply the run's stored recalibration (evaluate --recalibrate), if any "
                         "(default: on)")
     p.set_defaults(func=_cmd_predict)
+
+    p = command("forecast", help="forecast the steps after a series' history with a series run",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Forecast the --horizon steps after the last row of --history (a CSV laid out as the "
+                            "run's\ntask data: its date column, targets and covariates) with a run trained on a "
+                            "series\ntask; the model's inputs (window position, covariates, calendar features) are "
+                            "built\nas the task built them. Rows at the end with empty targets are future rows: "
+                            "they give\nthe covariates of the forecast steps (docs/forecasting.md).",
+                epilog="Output: one row per forecast step: the date (as the history writes dates, continued\n"
+                       "at its frequency), then per target mean_<col>, stddev_<col>, q<level>_<col>,\n"
+                       "sample<k>_<col> (--samples) and quantile_method, in the data's units.")
+    p.add_argument("run_dir")
+    p.add_argument("--history", required=True, metavar="SERIES.csv", help="the series up to now (and future "
+                   "covariate rows)")
+    p.add_argument("--output", required=True, metavar="OUT.csv", help="where to write the forecast")
+    p.add_argument("--horizon", type=positive_int, metavar="H", help="steps to forecast, at most the run's "
+                   "(default: the run's)")
+    p.add_argument("--samples", type=non_negative_int, default=0, metavar="N", help="sampled paths to write")
+    p.add_argument("--quantiles", type=probability, nargs="+", metavar="Q",
+                   help="quantile levels (default 0.05 0.5 0.95)")
+    p.add_argument("--plot", metavar="PNG", help="draw the history, mean, bands and a few paths here")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint", choices=["best", "model"], default="best")
+    p.add_argument("--memory-budget", metavar="SIZE", help="autoregressive models: bound on this process's "
+                   "memory while sampling, e.g. 2GB")
+    p.set_defaults(func=_cmd_forecast)
 
     p = command("plot-field", help="draw the maps of a predicted field (predict --grid's output) to PNG",
                 description="Truth (where the file has the field) beside the predictive mean, and the "
@@ -719,46 +661,59 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_info, tensorflow=False)
 
-    from taylorformer.replication import DEFAULT_BASELINES, DEFAULT_RESULTS
-
-    p = command("replicate", help="train and evaluate a published table row; --list shows the rows",
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Train ROW with its paper's protocol (model, optimiser, steps, batch) into a "
-                            "run directory,\nevaluate its metric on the paper's evaluation set, print "
-                            "the paper's value against ours\n(mean +- standard error over tasks) and "
-                            "append the result to the results file.\nThe same --out again resumes an "
-                            "unfinished run (a finished one is evaluated again).",
-                epilog="Budgets: paper (the paper's steps and evaluation size), small (a documented "
-                       "fraction of the\npaper's steps; what each recorded run took is its wall time in "
-                       "--list --json), or a number\nof steps (small evaluation). --baseline scores the "
-                       "row's baselines on the same tasks.\nRows and their protocols: docs/replication.md.")
-    p.add_argument("row", nargs="?", help="row id (see --list)")
-    p.add_argument("--list", action="store_true", help="list the rows with our last recorded values, the "
-                   "baselines and each row's status")
-    p.add_argument("--json", action="store_true", help="with --list: every field of every row as JSON")
-    p.add_argument("--baseline", action="store_true", help="score ROW's baselines (persistence, exact GP, "
-                   "...) on its evaluation tasks instead of training, into --baselines")
-    p.add_argument("--baselines", default=DEFAULT_BASELINES,
-                   help=f"baselines CSV (default {DEFAULT_BASELINES})")
-    p.add_argument("--budget", type=budget, default="small", help="paper, small (default) or N_STEPS")
-    p.add_argument("--out", help="run directory (default runs/replicate/RUN-BUDGET); an existing run "
-                   "of the row resumes")
-    p.add_argument("--results", default=DEFAULT_RESULTS, help=f"results CSV (default {DEFAULT_RESULTS})")
-    p.add_argument("--eval-tasks", type=positive_int, help="evaluate on this many tasks instead")
-    p.add_argument("--task-config", help="task options to add, as JSON or a JSON/YAML file (e.g. a "
-                   "local data path); recorded with the result")
-    p.add_argument("--batch-size", type=positive_int, help="train and evaluate at this batch size instead "
-                   "of the paper's (a smaller device); recorded with the result")
-    p.add_argument("--model-overrides", help="model spec entries to merge into the row's, as JSON or a "
-                   "JSON/YAML file (e.g. '{\"encoder\": {\"layers\": 1}}' for a smoke test); recorded with "
-                   "the result")
-    p.add_argument("--time-budget", type=positive_float, metavar="SECONDS",
-                   help="stop training after this much wall time, checkpointed and not yet evaluated; "
-                   "the same command again resumes it")
-    p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
-                   help="compile the train step with XLA (default: on without a distribution strategy)")
-    p.set_defaults(func=_cmd_replicate)
+    parser.commands = sub.choices
+    parser.plugin_failures = add_plugin_commands(sub, [debug])
     return parser
+
+
+#: commands a package of this repository adds, and how to install it
+PACKAGED_COMMANDS = {"replicate": "the taylorformer-replication package: pip install -e plugins/replication "
+                                  "(docs/replication.md)"}
+#: a command plugin's command names: lower-case words joined by dashes
+COMMAND_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+
+
+def add_plugin_commands(sub, parents):
+    """Add the commands of each command plugin (:func:`taylorformer.registry.command_plugins`,
+    hook ``register_commands``) to the subparsers ``sub``, each parser with ``parents``;
+    returns the failures, one line each. A plugin's commands are staged, each in a parser of
+    its own, and added only when its import and hook succeeded, no name is taken and each
+    command sets ``func``: a plugin that fails adds none, and the other commands stay."""
+    import pluggy
+
+    from taylorformer import hookspecs
+
+    failures = []
+    for plugin, distribution, version, load in registry.command_plugins():
+        where = f"plugin {plugin!r} ({distribution} {version})"
+        staged = {}
+
+        def add_command(name, help=None, **options):
+            if not isinstance(name, str) or not COMMAND_NAME.fullmatch(name):
+                raise SpecError(f"command name {name!r} must be lower-case words joined by dashes")
+            if name in sub.choices or name in staged:
+                raise SpecError(f"command {name!r} is already taken")
+            staged[name] = (help, options, _Parser(add_help=False, parents=parents, **options))
+            return staged[name][2]
+
+        try:
+            manager = pluggy.PluginManager(hookspecs.PROJECT)
+            manager.add_hookspecs(hookspecs)
+            manager.register(load(), name=plugin)
+            manager.check_pending()
+            for impl in manager.hook.register_commands.get_hookimpls():
+                impl.function(add_command=add_command)
+            unset = [name for name, (_, _, parser) in staged.items() if not callable(parser.get_default("func"))]
+            if unset:
+                raise SpecError(f"command {unset[0]!r} sets no func (parser.set_defaults(func=run))")
+        except Exception as exc:  # noqa: BLE001 - a broken plugin leaves the other commands working
+            failures.append(f"command {where} failed, its commands are left out: {type(exc).__name__}: "
+                            f"{one_line(exc)}")
+            continue
+        for name, (text, options, staged_parser) in staged.items():
+            p = sub.add_parser(name, help=text, parents=[staged_parser], **options)
+            p.set_defaults(command_plugin=where)
+    return failures
 
 
 @contextlib.contextmanager
@@ -783,6 +738,13 @@ def one_line_warnings(category):
 def main(argv=None):
     """Run the command line; returns the exit code (argparse exits 2 on a bad argument)."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
+    for failure in parser.plugin_failures:
+        print(f"warning: {failure}", file=sys.stderr)
+    wanted = next((arg for arg in argv if not arg.startswith("-")), None)
+    if wanted in PACKAGED_COMMANDS and wanted not in parser.commands:
+        print(f"error: taylorformer {wanted}: the command comes with {PACKAGED_COMMANDS[wanted]}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -801,8 +763,9 @@ def main(argv=None):
         user = isinstance(exc, USER_ERRORS)
         message = error_message(exc) or type(exc).__name__
         if not user:
-            message = (f"unexpected {type(exc).__name__}: {message} (rerun with --debug for the "
-                       "traceback)")
+            plugin = getattr(args, "command_plugin", None)
+            message = (f"unexpected {type(exc).__name__}: {message}{f' in a command of {plugin}' if plugin else ''} "
+                       "(rerun with --debug for the traceback)")
         print(f"error: {message}", file=sys.stderr)
         return 2 if user else 1
 

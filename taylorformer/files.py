@@ -279,10 +279,11 @@ class Outputs:
         self._created[temp] = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         return temp
 
-    def directory(self, path, flag="--output"):
-        """The temp name to write the output directory ``path`` to (new, or an empty
-        directory replaced), after the checks: its parent exists; it is no file, no
-        non-empty directory, not a file the command reads, not inside (or holding) the run."""
+    def check_directory(self, path, flag="--output"):
+        """``path`` when the command may write an output directory there (new, or an empty
+        directory it replaces): its parent exists; it is no file, no non-empty directory,
+        not inside (or holding) what the command reads or the run; else an OutputPathError
+        naming it. Nothing is made (:meth:`directory` checks again)."""
         path = os.fspath(path)
         target = os.path.abspath(path)
         parent, name = os.path.split(target)
@@ -300,6 +301,13 @@ class Outputs:
                 raise OutputPathError(f"{flag} {path} is inside or holds {place}, which the command reads; "
                                       "name a directory outside it")
         self._declared(path, flag)
+        return path
+
+    def directory(self, path, flag="--output"):
+        """The temp name to write the output directory ``path`` to, after
+        :meth:`check_directory`."""
+        path = self.check_directory(path, flag)
+        parent, name = os.path.split(os.path.abspath(path))
         remove_stale_temps(path)
         with signals_held():
             staging = tempfile.mkdtemp(prefix=f".tmp-{name}-{os.getpid()}-", dir=parent)

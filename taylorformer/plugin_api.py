@@ -52,8 +52,9 @@ class ContractProblem(Exception):
 
 class ExperimentRecord:
     """Base class of what a plugin registers as kind ``experiment``: a published number and
-    the protocol that reproduces it, :class:`taylorformer.experiment.Row`. It lives in the
-    contract so that the registry checks the kind without importing the records."""
+    the protocol that reproduces it, such as the taylorformer-replication package's
+    ``taylorformer_replication.Row``. It lives in the contract so that the registry checks
+    the kind without importing any plugin's records."""
 
 
 def declared_version(module):

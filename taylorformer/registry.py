@@ -27,7 +27,8 @@ Environment variables:
     :class:`RegistryConflictError`, a broken contract :class:`PluginContractError` (a
     ``PluginLoadError``), at load time.
 ``TAYLORFORMER_BLOCK_PLUGINS=a,b``
-    skip the plugins whose entry-point name or distribution name is listed.
+    skip the plugins whose entry-point name or distribution name is listed (command
+    plugins too: :func:`command_plugins`).
 
 Python API (module level, on a lazily loaded default registry)::
 
@@ -56,6 +57,9 @@ from taylorformer.errors import (
 )
 
 ENTRY_POINT_GROUP = "taylorformer"
+#: the modules that add commands to the command line (hook ``register_commands``): apart
+#: from the components' group, because the command line imports them to build its parser
+COMMANDS_GROUP = "taylorformer.commands"
 STRICT_ENV = "TAYLORFORMER_STRICT_PLUGINS"
 BLOCK_ENV = "TAYLORFORMER_BLOCK_PLUGINS"
 KERAS_PACKAGE = "taylorformer"
@@ -128,7 +132,7 @@ def _type_problem(kind, obj):
         return None if isinstance(obj, dict) else "a model preset must be a spec dict"
     if kind == "experiment":
         return None if isinstance(obj, plugin_api.ExperimentRecord) else \
-            "an experiment must be a taylorformer.replication.Row"
+            "an experiment must be a taylorformer.plugin_api.ExperimentRecord (taylorformer_replication.Row)"
     if kind == "task":
         cls = obj.func if isinstance(obj, functools.partial) else obj
         return None if isinstance(cls, type) else "a task must be a class or a functools.partial of one"
@@ -397,11 +401,26 @@ def _hook_hint(module):
     hints = []
     for attr in dir(module):
         fn = getattr(module, attr)
-        if callable(fn) and hasattr(fn, hookspecs.PROJECT + "_impl") and attr not in hookspecs.HOOK_KINDS:
+        if (callable(fn) and hasattr(fn, hookspecs.PROJECT + "_impl") and attr not in hookspecs.HOOK_KINDS
+                and attr != hookspecs.COMMAND_HOOK):
             match = close_matches(attr, hookspecs.HOOK_KINDS)
             if match:
                 hints.append(f"{attr!r} -> did you mean {match[0]!r}?")
     return ("; " + "; ".join(hints)) if hints else ""
+
+
+def command_plugins(blocked=None):
+    """``(plugin, distribution, version, load)`` of each module of the entry-point group
+    :data:`COMMANDS_GROUP`, by plugin name, without importing it (``load()`` does), less
+    those :data:`BLOCK_ENV` (or ``blocked``) names by plugin or distribution."""
+    blocked = _env_list(BLOCK_ENV) if blocked is None else set(blocked)
+    found = []
+    for ep in sorted(importlib_metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
+        dist = getattr(ep, "dist", None)
+        name, version = (dist.metadata["Name"], dist.version) if dist is not None else ("unknown", "unknown")
+        if ep.name not in blocked and name not in blocked:
+            found.append((ep.name, name, version, ep.load))
+    return found
 
 
 # ---------------------------------------------------------------------- default

@@ -4,7 +4,7 @@ replication runs (docs/replication.md; results: benchmarks/experiments/README.md
 The rows' status compares our mean with the baseline's as two independent numbers, each
 with its own block error bar. Both are scored on the same windows, so the difference per
 window is far less noisy than either score: this script scores a run's model with the
-rows' scorer (:func:`taylorformer.replication.task_values`, one step ahead, teacher-forced)
+rows' scorer (:func:`taylorformer_replication.replication.task_values`, one step ahead, teacher-forced)
 and one-step persistence (:func:`taylorformer.workflow.baselines.forecast_values`) on
 every window of a split, and reports the mean of ``model - persistence`` per window with
 its batch-means standard error over blocks of one window's length (the windows overlap).
@@ -22,9 +22,9 @@ import os
 
 import tensorflow as tf
 
-from taylorformer.replication import task_values
 from taylorformer.workflow.baselines import block_stderr, forecast_values, overlap_block
 from taylorformer.workflow.runs import load_run
+from taylorformer_replication.replication import task_values
 
 
 def paired_gap(run_dir, checkpoint="best", split="test", metric="nll"):

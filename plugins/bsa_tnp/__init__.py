@@ -5,10 +5,8 @@ distances), :mod:`.geometry` (Euclidean and great-circle distances), :mod:`.kr_b
 (``kr-block`` encoder), :mod:`.presets`.
 """
 from taylorformer.hookspecs import hookimpl
-from taylorformer.replication import register_rows
 
 from .attention import BiasedAttention
-from .experiments import ROWS
 from .kr_block import KRBlockEncoder
 from .presets import BSA_TNP
 
@@ -30,8 +28,3 @@ def register_encoders(register):
 @hookimpl
 def register_models(register):
     register("bsa-tnp", BSA_TNP)
-
-
-@hookimpl
-def register_experiments(register):
-    register_rows(register, ROWS)

@@ -5,10 +5,8 @@ MHA-XY streams over one masked sequence), :mod:`.local_taylor` (``local-taylor``
 wrapper), :mod:`.presets`.
 """
 from taylorformer.hookspecs import hookimpl
-from taylorformer.replication import register_rows
 
 from .encoder import TaylorformerEncoder
-from .experiments import ROWS
 from .local_taylor import LocalTaylor
 from .mha_x import MHAX
 from .presets import TAYLORFORMER, TAYLORFORMER_X, TAYLORFORMER_XY
@@ -37,8 +35,3 @@ def register_models(register):
     register("taylorformer", TAYLORFORMER)
     register("taylorformer-xy", TAYLORFORMER_XY)
     register("taylorformer-x", TAYLORFORMER_X)
-
-
-@hookimpl
-def register_experiments(register):
-    register_rows(register, ROWS)

@@ -2,18 +2,14 @@
 (Ashman et al. 2024; relative-attention functions from the TE-TNP/ConvNP thesis).
 
 Modules: :mod:`.attention` (``te``: logits from q.k and x_q - x_k, the location update),
-:mod:`.pseudo_tokens` (``pseudo-token`` encoder of TE-PT-TNP), :mod:`.presets`,
-:mod:`.experiments` (the paper's rows) and :mod:`.thesis_experiments` (the thesis': none
-yet, and why). TE-TNP
-itself uses the TNP family's ``transformer`` encoder with ``embed_x=False``. A family
-folder is what a third-party NP family looks like: copy its shape.
+:mod:`.pseudo_tokens` (``pseudo-token`` encoder of TE-PT-TNP) and :mod:`.presets` (the
+paper's and the thesis' rows are in the taylorformer-replication package). TE-TNP itself
+uses the TNP family's ``transformer`` encoder with ``embed_x=False``. A family folder is
+what a third-party NP family looks like: copy its shape.
 """
 from taylorformer.hookspecs import hookimpl
-from taylorformer.replication import register_rows
 
 from .attention import TEAttention
-from .experiments import ROWS
-from .thesis_experiments import ROWS as THESIS_ROWS
 from .presets import TE_PT_TNP, TE_TNP
 from .pseudo_tokens import PseudoTokenEncoder
 
@@ -34,8 +30,3 @@ def register_encoders(register):
 def register_models(register):
     register("te-tnp", TE_TNP)
     register("te-pt-tnp", TE_PT_TNP)
-
-
-@hookimpl
-def register_experiments(register):
-    register_rows(register, ROWS + THESIS_ROWS)

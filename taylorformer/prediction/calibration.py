@@ -64,7 +64,7 @@ def ensemble_crps(samples, y, fair=True):
     """CRPS estimate from draws ``samples [S, ...]`` at ``y [...]``: ``E|X - y| - E|X - X'| / 2``
     from the sorted draws, ``sum_i (2i - S - 1) x_(i)`` (all pairs in O(S log S)). ``fair``:
     ``E|X - X'|`` over the ``S (S - 1)`` ordered pairs of distinct draws (unbiased); else
-    over all ``S^2`` pairs, as ``evaluate``'s ``sampled.crps`` scores it (lower by
+    over all ``S^2`` pairs (the plain ensemble estimator; lower by
     ``E|X - X'| / 2S``)."""
     samples = np.asarray(samples, np.float64)
     s = samples.shape[0]
@@ -415,14 +415,16 @@ def _read_file(run_dir):
     return path, data
 
 
-def save_recalibration(run_dir, checkpoint, record):
+def save_recalibration(run_dir, checkpoint, record, to=None):
     """Store ``record`` as the recalibration of ``checkpoint`` in ``RUN_DIR/calibration.json``
-    (atomically; the other checkpoint's entry is kept). Returns the path."""
+    (atomically; the other checkpoint's entry is kept), or write that file's new text to
+    ``to`` (a temp name that :class:`taylorformer.files.Outputs` renames into place). Returns
+    the path."""
     from taylorformer.files import atomic_write_text
 
     path, data = _read_file(run_dir)
     data[checkpoint] = record
-    atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(path if to is None else to, json.dumps(data, indent=2, allow_nan=False) + "\n")
     return path
 
 

@@ -28,7 +28,9 @@ so the SavedModel holds the normaliser. It is the model file's (``model.normalis
 were saved, serves in its own units, labelled so) and kept in the SavedModel three ways: the variables
 ``x_offset``, ``x_scale``, ``y_offset``, ``y_scale`` (``loaded.y_scale.numpy()``),
 the string ``loaded.normaliser_json`` and the asset ``assets/normaliser.json``
-(offsets, scales, variable names, what ``x`` is, the model spec and the task config).
+(offsets, scales, variable names, what ``x`` is, the model spec and the task config; for a
+model trained on a csv series task, ``series_inputs``: how to build its window inputs from a
+history, :func:`taylorformer.tasks.series_inputs.export_record`).
 
 Not exportable (:func:`export_refusal` says why, ``taylorformer export`` refuses with an
 ``error:`` line): autoregressive models (``taylorformer``, ``tnp-a``; ``model.causal``),
@@ -39,12 +41,12 @@ records feature groups besides ``x`` (``sc``/``tc``/``st``/``tt``: ``gridded``,
 """
 import json
 import os
-import shutil
 import tempfile
 
 import numpy as np
 
 from taylorformer.errors import ExportError
+from taylorformer.files import Outputs, signals_held
 from taylorformer.normaliser import GROUP_KEYS, Normaliser
 from taylorformer.prediction.query import MAX_MAGNITUDE
 
@@ -80,22 +82,6 @@ def groups_refusal(normaliser):
         return (f"its task{'' if name is None else f' {name!r}'} gives the model the feature groups {groups} "
                 "(space/time positions) besides x, and the exported signatures take xc, yc, xt (and masks) only")
     return None
-
-
-def check_output_dir(output, protect=()):
-    """Refuse an ``output`` that is a file, a non-empty directory, or inside (or equal to)
-    one of the ``protect`` directories (a run's own files are never written)."""
-    output = os.path.abspath(os.fspath(output))
-    for place in protect:
-        place = os.path.abspath(os.fspath(place))
-        if os.path.commonpath([output, place]) in (place, output):
-            raise ExportError(f"export output {output} is inside or contains the run directory {place}; "
-                              "choose a directory outside the run")
-    if os.path.lexists(output) and not os.path.isdir(output):
-        raise ExportError(f"export output {output} exists and is not a directory")
-    if os.path.isdir(output) and os.listdir(output):
-        raise ExportError(f"export output {output} is not empty; choose a new or empty directory")
-    return output
 
 
 def input_checks(xc, yc, xt, mask_c, mask_t):
@@ -193,10 +179,12 @@ def export_model(model, output, normaliser=None, extra=None):
     ``assets/normaliser.json`` (e.g. the run)."""
     import tensorflow as tf
 
+    from taylorformer.tasks.series_inputs import export_record, series_layout
+
     refusal = export_refusal(model)
     if refusal:
         raise ExportError(f"cannot export: {refusal}")
-    output = check_output_dir(output)
+    output = os.path.abspath(Outputs().check_directory(output, "export output"))  # fails before any work
     normaliser = getattr(model, "normaliser", None) if normaliser is None else normaliser
     if normaliser is None:
         normaliser = Normaliser.identity(model.dim_x, model.dim_y)
@@ -213,24 +201,17 @@ def export_model(model, output, normaliser=None, extra=None):
     if unknown and not normaliser.identity_y:
         raise ExportError(f"cannot export: the likelihood's parameters {unknown} have no known units, so "
                           "they cannot be mapped back to the data's units")
-    record = {**normaliser.to_dict(), "spec": model.spec, **(extra or {})}
+    layout = series_layout(normaliser)  # a forecaster: how its inputs are built from a history
+    series = {} if layout is None else {"series_inputs": export_record(layout)}
+    record = {**normaliser.to_dict(), "spec": model.spec, **series, **(extra or {})}
     module = _module(model, record)
-    parent = os.path.dirname(output) or "."
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{os.path.basename(output)}-", dir=parent)
-    try:
-        asset_dir = os.path.join(tmp, "normaliser")
-        os.mkdir(asset_dir)
-        asset = os.path.join(asset_dir, "normaliser.json")
+    with Outputs() as outputs, tempfile.TemporaryDirectory() as assets:
+        saved = outputs.directory(output, "export output")
+        asset = os.path.join(assets, "normaliser.json")  # copied into the SavedModel's assets/
         with open(asset, "w") as f:
             json.dump(record, f, indent=1, default=str)
         module.normaliser_file = tf.saved_model.Asset(asset)
-        saved = os.path.join(tmp, "saved_model")
-        tf.saved_model.save(module, saved, signatures={"serving_default": module.serving_default,
-                                                       "with_masks": module.with_masks})
-        if os.path.isdir(output):
-            os.rmdir(output)  # empty: checked above
-        os.replace(saved, output)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with signals_held():  # SIGINT/SIGTERM arrive after it: a KeyboardInterrupt inside derails TensorFlow
+            tf.saved_model.save(module, saved, signatures={"serving_default": module.serving_default,
+                                                           "with_masks": module.with_masks})
     return output

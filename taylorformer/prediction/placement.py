@@ -60,6 +60,8 @@ TABLE_COLUMNS = ("order", "candidate", "acquisition", "remaining")
 DEFAULT_SAMPLES = 64
 #: :attr:`Placement.units` of variances in the model's own units
 MODEL_UNITS = "model units"
+#: what :func:`write_placement` writes
+OUTPUT_FORMATS = (".npz", ".nc", ".csv")
 
 
 @dataclasses.dataclass
@@ -73,7 +75,10 @@ class Placement:
     variance summed over outputs, before any and after all chosen points, pseudo-observed
     or conditioned on), ``candidates [N, Dx]``, ``context_x [Nc, Dx]`` and
     ``first_acquisition [N]``: every candidate's acquisition value at the first step.
-    ``units``: what the variances (``initial``, ``acquisition``, ``remaining``, the
+    ``candidates`` are the distinct ones given, in order: ``candidate_rows [N]`` says the
+    row of each in the given array (the table's ``candidate``), and ``duplicates`` how many
+    given rows repeated an earlier location and were dropped (each place is scored, and
+    picked, once). ``units``: what the variances (``initial``, ``acquisition``, ``remaining``, the
     per-point variances) are in: ``"model units"`` from :func:`place`, the data's squared
     units after :func:`placement_in_data_units`."""
 
@@ -88,6 +93,8 @@ class Placement:
     context_x: np.ndarray
     first_acquisition: np.ndarray
     units: str = MODEL_UNITS
+    candidate_rows: np.ndarray = None
+    duplicates: int = 0
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -125,6 +132,16 @@ def _context(context, dim_x, dim_y):
     if len(xc) != len(yc):
         raise BatchError(f"place: the context has {len(xc)} inputs but {len(yc)} outputs")
     return xc, yc
+
+
+def distinct_points(points):
+    """``(points[rows] [M, D], rows [M])``: the first occurrence of each location of
+    ``points [N, D]``, in the given order, and its row."""
+    if not len(points):
+        return points, np.zeros(0, np.int64)
+    _, first = np.unique(points, axis=0, return_index=True)
+    rows = np.sort(first)
+    return points[rows], rows
 
 
 # ----------------------------------------------------------------------------- model calls
@@ -288,13 +305,20 @@ def place(model, candidates, context=None, region=None, k=1, criterion="variance
     num_samples = check_int("place", "num_samples", num_samples, minimum=2, maximum=100_000)
     max_points = check_int("place", "max_points", max_points)
     dim_x, dim_y = int(model.dim_x), int(model.dim_y)
-    candidates = _points("candidates", candidates, dim_x)
+    given = _points("candidates", candidates, dim_x)
+    candidates, rows_of = distinct_points(given)
+    duplicates = len(given) - len(candidates)
+    if duplicates:
+        warnings.warn(f"place: {duplicates} candidate row(s) repeat an earlier location and are dropped: each "
+                      f"location is scored and picked once ({len(candidates)} distinct of {len(given)})",
+                      stacklevel=2)
     region = candidates if region is None else _points("region", region, dim_x)
     xc, yc = _context(context, dim_x, dim_y)
     if not len(candidates) or not len(region):
         raise BatchError(f"place: no {'candidates' if not len(candidates) else 'region points'} given")
     if k > len(candidates):
-        raise BatchError(f"place: k={k} locations asked of {len(candidates)} candidate(s)")
+        raise BatchError(f"place: k={k} locations asked of {len(candidates)} distinct candidate(s)"
+                         + (f" ({duplicates} duplicated row(s) dropped)" if duplicates else ""))
     names = list(x_names) if x_names is not None else (["x"] if dim_x == 1 else [f"x{i}" for i in range(dim_x)])
     if len(names) != dim_x or len(set(names)) != dim_x or set(names) & set(TABLE_COLUMNS):
         raise BatchError(f"place: x_names must be {dim_x} distinct name(s), none of {list(TABLE_COLUMNS)}, "
@@ -314,12 +338,13 @@ def place(model, candidates, context=None, region=None, k=1, criterion="variance
 
     chosen = np.array([r[0] for r in rows])
     table = pd.DataFrame({**{name: candidates[chosen, i] for i, name in enumerate(names)},
-                          "order": np.arange(1, k + 1), "candidate": chosen,
+                          "order": np.arange(1, k + 1), "candidate": rows_of[chosen],
                           "acquisition": [float(r[1]) for r in rows],
                           "remaining": [float(r[2]) for r in rows]})
     return Placement(table=table, criterion=criterion, initial=float(initial), x_names=names,
                      region=region, variance_before=np.asarray(before), variance_after=np.asarray(after),
-                     candidates=candidates, context_x=xc, first_acquisition=first)
+                     candidates=candidates, context_x=xc, first_acquisition=first, candidate_rows=rows_of,
+                     duplicates=duplicates)
 
 
 # ----------------------------------------------------------------------------- files
@@ -331,7 +356,7 @@ def write_placement(path, placement):
     from taylorformer.prediction.query import check_format
     from taylorformer.files import atomic_path
 
-    ext = check_format(path, (".npz", ".nc", ".csv"))
+    ext = check_format(path, OUTPUT_FORMATS)
     table = placement.table
     arrays = {"x": table[placement.x_names].to_numpy(), "initial": np.float64(placement.initial),
               **{key: table[key].to_numpy() for key in TABLE_COLUMNS}}
@@ -353,22 +378,6 @@ def write_placement(path, placement):
                 data[key].attrs["units"] = placement.units
             data.to_netcdf(tmp)
     return path
-
-
-def _check_writable(path, what, reads, run_dir):
-    """Refuse to write ``path`` over a file this command reads or a file of the run
-    ``run_dir`` (None: no run)."""
-    from taylorformer.files import RUN_FILES
-
-    real = os.path.realpath(path)
-    for read in reads:
-        if read is not None and os.path.realpath(read) == real:
-            raise BatchError(f"{what} {path} is also an input file of this command; write elsewhere")
-    inside = os.pardir if run_dir is None else os.path.relpath(real, os.path.realpath(run_dir))
-    if not inside.startswith(os.pardir) and inside.split(os.sep)[0] in RUN_FILES + ("tensorboard",):
-        raise BatchError(f"{what} {path} is a file of the run {run_dir}; write elsewhere")
-    if os.path.isdir(path):
-        raise BatchError(f"{what} {path} is a directory")
 
 
 def read_points(path, x_columns=None, x_names=None, dtype=np.float32):
@@ -398,7 +407,8 @@ def variance_units(normaliser):
 def placement_in_data_units(placement, normaliser, candidates, region, context_x):
     """``placement`` (from :func:`place` on inputs mapped by ``normaliser``) in the data's
     units: the chosen points and the map's points from the raw ``candidates [N, Dx]``,
-    ``region [Nr, Dx]`` and ``context_x [Nc, Dx]`` exactly as given, the variances times
+    ``region [Nr, Dx]`` and ``context_x [Nc, Dx]`` exactly as given (the candidates' rows
+    :attr:`Placement.candidate_rows` of ``candidates``), the variances times
     ``y_scale**2`` (:func:`variance_units`; the offsets do not change a variance)."""
     factor, units = variance_units(normaliser)
     table = placement.table.copy()
@@ -410,7 +420,8 @@ def placement_in_data_units(placement, normaliser, candidates, region, context_x
     return dataclasses.replace(
         placement, table=table, initial=placement.initial * factor, region=region,
         variance_before=placement.variance_before * factor, variance_after=placement.variance_after * factor,
-        candidates=candidates, context_x=context_x, first_acquisition=placement.first_acquisition * factor,
+        candidates=candidates if placement.candidate_rows is None else candidates[placement.candidate_rows],
+        context_x=context_x, first_acquisition=placement.first_acquisition * factor,
         units=units)
 
 
@@ -420,24 +431,37 @@ def place_files(model, candidates, output, context=None, region=None, k=1, crite
     """``taylorformer place``: choose ``k`` of the inputs of the file ``candidates`` with
     ``model`` given the context (the file ``context``, or ``xc``/``yc`` in an
     ``.npz``/``.nc`` candidates file; none: no observations yet) and write the
-    :class:`Placement` table to ``output`` (:func:`write_placement`) and its map to the PNG
+    :class:`Placement` table to ``output`` (:func:`write_placement`) and its map to the image
     ``plot``. Files are read as ``taylorformer predict`` reads them; ``region``: a file of
     inputs where the uncertainty counts (default the candidates). With a normaliser in the
     model file, the files are in the data's units and so is the result
     (:func:`placement_in_data_units`); without one (an old model file), the model's units,
-    with a warning. Never writes over a file it reads or a file of the run ``run_dir`` (the
-    model's, where it came from one). Returns the :class:`Placement`."""
-    from taylorformer.prediction import query as q
-    from taylorformer.files import atomic_path
+    with a warning. Both outputs are checked before any work (never a file it reads or a
+    file of the run ``run_dir``, the model's where it came from one) and put in place
+    together (:class:`taylorformer.files.Outputs`). Returns the :class:`Placement`."""
+    from taylorformer.files import Outputs
+    from taylorformer.plotting.saving import image_formats, save_figure
 
-    q.check_format(output, (".npz", ".nc", ".csv"))  # bad output names fail before any work
-    if plot is not None and os.path.splitext(str(plot))[1].lower() != ".png":
-        raise BatchError(f"plot {plot}: the map is written as PNG; name it *.png")
-    if plot is not None and os.path.realpath(plot) == os.path.realpath(output):
-        raise BatchError(f"the output and the plot are the same file {output}")
-    for path, what in ((output, "output"), (plot, "plot")):
-        if path is not None:
-            _check_writable(path, what, (candidates, context, region), run_dir)
+    with Outputs(reads=(candidates, context, region), run_dir=run_dir) as outputs:
+        table = outputs.file(output, "--output", OUTPUT_FORMATS)
+        image = outputs.file(plot, "--plot", image_formats())
+        placement = _place_from_files(model, candidates, context, region, k, criterion, pseudo_draws, num_samples,
+                                      max_points, x_columns, y_columns, seed, verbose, run_dir)
+        write_placement(table, placement)
+        if image is not None:
+            from taylorformer.plotting.placement import plot_placement
+
+            name = str(model.spec.get("description") or model.name).rstrip(".")
+            save_figure(plot_placement(placement, title=f"{name}: {k} location(s) by {criterion}"), image)
+    return placement
+
+
+def _place_from_files(model, candidates, context, region, k, criterion, pseudo_draws, num_samples, max_points,
+                      x_columns, y_columns, seed, verbose, run_dir):
+    """The :class:`Placement` of :func:`place_files`, read from its files and in the data's
+    units (where the model has a normaliser)."""
+    from taylorformer.prediction import query as q
+
     normaliser = getattr(model, "normaliser", None)
     names = (None, None) if normaliser is None else (normaliser.x_names, normaliser.y_names)
     dtype = np.float32 if normaliser is None else np.float64  # raw data: mapped before float32
@@ -474,15 +498,7 @@ def place_files(model, candidates, output, context=None, region=None, k=1, crite
                       verbose=verbose)
     if normaliser is not None:
         placement = placement_in_data_units(
-            placement, normaliser, raw["xt"], raw.get("region", raw["xt"]),
+            placement, normaliser, raw["xt"],
+            raw["region"] if region is not None else raw["xt"][placement.candidate_rows],
             raw["xc"] if has_context else np.zeros((0, raw["xt"].shape[1])))
-    write_placement(output, placement)
-    if plot is not None:
-        from taylorformer.plotting.placement import plot_placement
-
-        name = str(model.spec.get("description") or model.name).rstrip(".")
-        fig = plot_placement(placement, title=f"{name}: "
-                                              f"{k} location(s) by {criterion}")
-        with atomic_path(plot) as tmp:
-            fig.savefig(tmp, format="png", dpi=110)
     return placement

@@ -32,7 +32,6 @@ import math
 import numpy as np
 
 from taylorformer.errors import TaskError
-from taylorformer.experiment import BASELINE_NAMES, CEILINGS  # noqa: F401 - re-exported
 
 #: baseline name -> what it is
 BASELINES = {
@@ -138,7 +137,7 @@ def forecast_values(task, metric, split="test", lag=1, num_tasks=None):
 
 # ----------------------------------------------------------------------------- task batches
 def task_batches(task, split, batch_size, num_tasks):
-    """The evaluation's batches: those :func:`taylorformer.replication.task_values` scores
+    """The evaluation's batches: those :func:`taylorformer_replication.replication.task_values` scores
     (``batch_size`` at a time, ``num_tasks`` in all; None: the whole split)."""
     if num_tasks is not None:
         batch_size = min(batch_size, num_tasks)
@@ -183,7 +182,7 @@ class ContextMean:
     and the (population) standard deviation of the task's observed context values
     ``yc[b, :, d]`` (a missing value, NaN, is not observed), the standard deviation floored
     at ``floor``; an output with no observed context value gets ``N(0, 1)``. It ignores the
-    inputs, so :func:`taylorformer.replication.metric_function` scores it like any model
+    inputs, so :func:`taylorformer_replication.replication.metric_function` scores it like any model
     (the same log-likelihood per target point over its observed outputs, teacher forcing
     does not apply)."""
 
@@ -218,7 +217,7 @@ def fit_context_mean_floor(task, metric, score, num_tasks=CONTEXT_MEAN_FIT_TASKS
     """The floor of :data:`CONTEXT_MEAN_FLOORS` whose :class:`ContextMean` scores best in
     ``metric`` on the first ``num_tasks`` tasks of ``task``'s validation split;
     ``score(model, task, metric, split, num_tasks)`` gives the per-task values (the models'
-    scorer, :func:`taylorformer.replication.task_values`)."""
+    scorer, :func:`taylorformer_replication.replication.task_values`)."""
     sign = -1.0 if metric in ("nll", "mse") else 1.0
     means = [sign * float(np.mean(score(ContextMean(f), task, metric, "val", num_tasks))) for f in floors]
     return floors[int(np.argmax(means))]

@@ -52,9 +52,10 @@ spaced), and :func:`task_limit` caps the tasks a comparison with a GP covers.
 import math
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import linalg
 
 from taylorformer.prediction.calibration import ensemble_crps, gaussian_crps
+from taylorformer.tasks.gaussian_process import fit_gp_prior, kernel_matrix, kriging_predictive, negative_log_marginal
 from taylorformer.workflow.baselines import overlap_block, summarise
 
 #: baseline name -> what it predicts (the evaluation JSON's ``baselines`` keys)
@@ -117,14 +118,15 @@ def model_point_metrics(dist, yt, num_samples=128, seed=0):
 
 
 def sample_point_metrics(samples, yt):
-    """:func:`gaussian_point_metrics` of a model's multi-step forecast paths ``samples [S,
-    B, Nt, Dy]`` at ``yt [B, Nt, Dy]``: the samples' CRPS, mean and central 95% interval
-    (their 2.5% and 97.5% quantiles), and the log density of the Gaussian with their mean
-    and standard deviation."""
+    """:func:`gaussian_point_metrics` of a model's multi-step forecast paths ``samples [S >= 2,
+    B, Nt, Dy]`` at ``yt [B, Nt, Dy]``: the samples' fair CRPS (unbiased for the paths'
+    distribution, as the baselines' closed-form CRPS is for theirs), mean and central 95%
+    interval (their 2.5% and 97.5% quantiles), and the log density of the Gaussian with
+    their mean and standard deviation."""
     samples, yt = np.asarray(samples, np.float64), np.asarray(yt, np.float64)
     mean, sd = samples.mean(0), np.maximum(samples.std(0, ddof=1), GP_JITTER)
     lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
-    return {"crps": ensemble_crps(samples, yt, fair=False), "error": mean - yt,
+    return {"crps": ensemble_crps(samples, yt, fair=True), "error": mean - yt,
             "nll": gaussian_point_metrics(mean, sd, yt)["nll"], "inside95": (yt >= lo) & (yt <= hi)}
 
 
@@ -255,85 +257,37 @@ def _spread(sd):
 
 
 # ----------------------------------------------------------------------------- points
-def _matern52_terms(x1, x2, lengthscales, variance):
-    """``(k [n1, n2], diff2 [n1, n2, D], r, decay)`` of the Matern-5/2 kernel of ``x1 [n1,
-    D]``, ``x2 [n2, D]``: ``k = s^2 (1 + sqrt5 r + 5 r^2 / 3) decay``, ``decay =
-    exp(-sqrt5 r)``, ``r^2 = sum_d diff2_d``, ``diff2_d = ((x1_d - x2_d) / l_d)^2`` (the
-    parts :func:`gp_objective`'s gradient reuses)."""
-    diff2 = ((x1[:, None, :] - x2[None, :, :]) / lengthscales) ** 2
-    r = np.sqrt(diff2.sum(-1))
-    decay = np.exp(-math.sqrt(5.0) * r)
-    return variance * (1.0 + math.sqrt(5.0) * r + 5.0 / 3.0 * r ** 2) * decay, diff2, r, decay
-
-
 def matern52(x1, x2, lengthscales, variance):
     """Matern-5/2 kernel ``[n1, n2]`` of ``x1 [n1, D]``, ``x2 [n2, D]``:
-    ``s^2 (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)``, ``r^2 = sum_d ((x1_d - x2_d) / l_d)^2``."""
-    return _matern52_terms(x1, x2, lengthscales, variance)[0]
+    ``s^2 (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)``, ``r^2 = sum_d ((x1_d - x2_d) / l_d)^2``
+    (:func:`taylorformer.tasks.gaussian_process.kernel_matrix`)."""
+    return kernel_matrix("matern52", x1, x2, np.asarray(lengthscales, np.float64), math.sqrt(variance))
 
 
 def gp_objective(log_params, x, y):
     """``(negative log marginal likelihood, gradient)`` of ``y [n]`` at ``x [n, D]`` under a
     GP with log-parameters ``[log l_1..l_D, log s^2, log noise^2]`` and a constant mean at
-    its GLS estimate (profiled out, so the gradient is the partial one)."""
-    d = x.shape[1]
-    ls, s2, n2 = np.exp(log_params[:d]), math.exp(log_params[d]), math.exp(log_params[d + 1])
-    k_signal, diff2, r, decay = _matern52_terms(x, x, ls, s2)                # [n, n], [n, n, D]
-    k = k_signal + (n2 + GP_JITTER) * np.eye(len(y))
-    try:
-        chol = linalg.cho_factor(k, lower=True)
-    except linalg.LinAlgError:
-        return 1e25, np.zeros_like(log_params)
-    k_inv = linalg.cho_solve(chol, np.eye(len(y)))
-    ones = k_inv.sum(0)
-    mean = float(ones @ y / ones.sum())
-    alpha = k_inv @ (y - mean)
-    nll = 0.5 * (y - mean) @ alpha + np.log(np.diag(chol[0])).sum() + 0.5 * len(y) * _LOG_2PI
-    inner = k_inv - np.outer(alpha, alpha)
-    common = s2 * 5.0 / 3.0 * (1.0 + math.sqrt(5.0) * r) * decay             # d k / d log l_i / diff2_i
-    grad = np.empty_like(log_params)
-    grad[:d] = 0.5 * np.einsum("ij,ij,ijd->d", inner, common, diff2)
-    grad[d] = 0.5 * (inner * k_signal).sum()
-    grad[d + 1] = 0.5 * n2 * np.trace(inner)
-    return float(nll), grad
+    its GLS estimate (:func:`taylorformer.tasks.gaussian_process.negative_log_marginal`,
+    Matern-5/2)."""
+    return negative_log_marginal(log_params, x, y, "matern52")
 
 
 def fit_gp(x, y, restarts=GP_RESTARTS, maxiter=GP_MAXITER):
     """``(lengthscales [D], signal variance, noise variance)`` of a Matern-5/2 GP maximising
-    the marginal likelihood of ``y [n]`` at ``x [n, D]`` (:func:`gp_objective`): L-BFGS-B on
-    the log-parameters from each lengthscale multiplier of ``restarts`` times the inputs'
-    spread (signal ``var(y)``, noise ``var(y) / 10``), within bounds around those scales
-    (the noise variance at least :data:`GP_NOISE_FLOOR` ``var(y)``)."""
-    spread = x.std(0)
-    spread = np.where(spread > 0, spread, 1.0)
-    var = float(y.var()) if y.var() > 0 else 1.0
-    d = x.shape[1]
-    bounds = ([(math.log(s * 1e-2), math.log(s * 1e2)) for s in spread]
-              + [(math.log(var * 1e-3), math.log(var * 1e2)), (math.log(var * GP_NOISE_FLOOR), math.log(var * 10.0))])
-    best = None
-    for factor in restarts:
-        start = np.concatenate([np.log(spread * factor), [math.log(var), math.log(var / 10.0)]])
-        found = optimize.minimize(gp_objective, start, args=(x, y), jac=True, method="L-BFGS-B",
-                                  bounds=bounds, options={"maxiter": maxiter})
-        if best is None or found.fun < best.fun:
-            best = found
-    params = np.exp(best.x)
-    return params[:d], float(params[d]), float(params[d + 1])
+    the marginal likelihood of ``y [n]`` at ``x [n, D]``
+    (:func:`taylorformer.tasks.gaussian_process.fit_gp_prior`, one lengthscale per input,
+    the noise variance at least :data:`GP_NOISE_FLOOR` ``var(y)``)."""
+    prior = fit_gp_prior(x, y, "matern52", per_input=True, noise_floor=GP_NOISE_FLOOR, restarts=restarts,
+                         maxiter=maxiter)
+    return prior["lengthscale"], prior["variance"], prior["noise_variance"]
 
 
 def gp_predict(x, y, xq, lengthscales, variance, noise):
     """``(mean, sd)`` ``[m]`` of the GP posterior predictive of a new observation (noise
     included) at ``xq [m, D]`` given ``y [n]`` at ``x [n, D]``, with the constant mean at
-    its GLS estimate."""
-    k = matern52(x, x, lengthscales, variance) + (noise + GP_JITTER) * np.eye(len(y))
-    chol = linalg.cho_factor(k, lower=True)
-    ones = linalg.cho_solve(chol, np.ones(len(y)))
-    mean = float(ones @ y / ones.sum())
-    alpha = linalg.cho_solve(chol, y - mean)
-    k_q = matern52(xq, x, lengthscales, variance)                            # [m, n]
-    v = linalg.solve_triangular(chol[0], k_q.T, lower=True)
-    var = variance + noise - (v ** 2).sum(0)
-    return mean + k_q @ alpha, np.sqrt(np.maximum(var, GP_JITTER))
+    its GLS estimate (:func:`taylorformer.tasks.gaussian_process.kriging_predictive`)."""
+    return kriging_predictive(x, y, xq, {"kernel": "matern52", "lengthscale": lengthscales,
+                                         "variance": variance, "noise_variance": noise})
 
 
 def point_inputs(batch):
@@ -428,13 +382,17 @@ class Comparison:
     tasks with an observed target (None: all); the model's scores cover every task.
     ``teacher_forced``: the model's predictive of a target is given the true earlier
     targets (an autoregressive model's without samples), which the baselines' forecasts
-    are not (the note and the verdict say so).
+    are not (the note and the verdict say so). ``baselines=False`` scores the model alone
+    (:meth:`scores` of "model"). ``window_stride``: the tasks added are every
+    ``window_stride``-th window of the split (an evaluation that samples spread-out
+    windows), so fewer of them overlap (the error bars' block shrinks by that factor).
     """
 
-    def __init__(self, task, normaliser=None, max_tasks="auto", season=None, teacher_forced=False):
-        self.series = SeriesBaselines(task, season=season) if is_series(task) else None
-        self.names = self.series.names if self.series is not None else ["gp", "idw"]
-        self.block = overlap_block(task)
+    def __init__(self, task, normaliser=None, max_tasks="auto", season=None, teacher_forced=False,
+                 baselines=True, window_stride=1):
+        self.series = SeriesBaselines(task, season=season) if baselines and is_series(task) else None
+        self.names = ([] if not baselines else self.series.names if self.series is not None else ["gp", "idw"])
+        self.block = math.ceil(overlap_block(task) / window_stride)
         self.max_tasks = task_limit(task) if max_tasks == "auto" else max_tasks
         self.normaliser = normaliser
         self.records = {name: [] for name in ["model"] + self.names}
@@ -458,6 +416,8 @@ class Comparison:
         self.sampled = samples is not None
         self._collect("model", model_point_metrics(dist, batch["yt"]) if samples is None
                       else sample_point_metrics(samples, batch["yt"]), observed)
+        if not self.names:
+            return
         seen = sum(int(r["tasks"]) for r in self.records[self.names[0]])
         room = len(observed) if self.max_tasks is None else self.max_tasks - seen
         keep = np.flatnonzero(observed.any((1, 2)))[:max(room, 0)]

@@ -28,8 +28,9 @@ from taylorformer.models.bounded_sampling import parse_memory
 from taylorformer.checks import check_choice, check_int, check_memory, check_number
 from taylorformer.errors import (BatchError, RunDirectoryError, SpecError, TaskError, TaylorformerError,
                                  UnknownComponentError)
-from taylorformer.workflow.evaluation import check_evaluate_options, evaluate, units_normaliser
-from taylorformer.files import atomic_path, check_output_path
+from taylorformer.workflow.evaluation import (DEFAULT_SAMPLED_TASKS, check_evaluate_options, evaluate,
+                                              units_normaliser)
+from taylorformer.files import Outputs
 from taylorformer.workflow.run_dir import RunDirectory
 from taylorformer.task import make_task, plot_task
 
@@ -117,19 +118,22 @@ def _task_label(task, config):
 
 
 def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="test",
-                 checkpoint="best", batch_size=None, num_samples=0, consistency=0, memory_budget=None,
-                 baselines=True):
+                 checkpoint="best", batch_size=None, num_samples=None, consistency=0, memory_budget=None,
+                 baselines=True, sampled_tasks=DEFAULT_SAMPLED_TASKS):
     """Evaluation JSON dict of a run (see :func:`taylorformer.workflow.evaluation.evaluate`;
-    ``baselines``: the predictive baselines and the verdict beside the model)."""
+    ``baselines``: the predictive baselines and the verdict beside the model; an
+    autoregressive model's headline metrics are those of ``num_samples`` sampled forecast
+    paths per window, default :data:`~taylorformer.workflow.evaluation.DEFAULT_SAMPLES`, on
+    at most ``sampled_tasks`` windows)."""
     check_evaluate_options(1 if batch_size is None else batch_size, num_batches, num_samples,
-                           consistency)
+                           consistency, sampled_tasks=sampled_tasks)
     if memory_budget is not None:
         parse_memory(memory_budget, "memory budget")  # fails before the run is loaded
     model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
     batch_size = config["train"]["batch_size"] if batch_size is None else batch_size
     result = evaluate(model, task_obj, split=split, batch_size=batch_size, num_batches=num_batches,
                       num_samples=num_samples, consistency=consistency, memory_budget=memory_budget,
-                      baselines=baselines)
+                      baselines=baselines, sampled_tasks=sampled_tasks)
     return {"run_dir": run_dir, "task": _task_label(task, config), **result}
 
 
@@ -153,37 +157,21 @@ def plot_run(run_dir, out=None, task=None, task_config=None, checkpoint="best", 
     :meth:`taylorformer.task.Task.plot`); returns the PNG path."""
     check_int("plot", "num_tasks", num_tasks)
     check_int("plot", "num_samples", num_samples, minimum=0)
-    out = os.fspath(out) if out else os.path.join(run_dir, "predictions.png")
-    if out != os.path.join(run_dir, "predictions.png"):  # the default is plot's own file of the run
-        check_output_path(out, "--out", run_dir=run_dir)
-    fmt = image_format(out)
-    model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
-    batch = next(iter(task_obj.dataset("test", batch_size=num_tasks, num_batches=1)))
-    if num_samples:  # [S, B, Nt, Dy] float32 draws, and their float64 quantiles
-        shape = np.shape(batch["yt"])
-        check_memory("plot", f"{num_samples} sample paths of {shape[0]} task(s) x {shape[1]} target(s)",
-                     3 * 8 * num_samples * int(np.prod(shape)), "plot fewer --samples")
-    title = f"{_task_label(task, config)}: {model.spec.get('description') or model.name}"
-    fig = plot_task(task_obj, model, batch, num_tasks=num_tasks, num_samples=num_samples, title=title)
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=110, format=fmt)
+    from taylorformer.plotting.saving import image_formats, save_figure
+
+    out = os.fspath(out) if out else os.path.join(run_dir, "predictions.png")  # plot's own file of the run
+    with Outputs(run_dir=run_dir) as outputs:
+        image = outputs.file(out, "--out", image_formats())
+        model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
+        batch = next(iter(task_obj.dataset("test", batch_size=num_tasks, num_batches=1)))
+        if num_samples:  # [S, B, Nt, Dy] float32 draws, and their float64 quantiles
+            shape = np.shape(batch["yt"])
+            check_memory("plot", f"{num_samples} sample paths of {shape[0]} task(s) x {shape[1]} target(s)",
+                         3 * 8 * num_samples * int(np.prod(shape)), "plot fewer --samples")
+        title = f"{_task_label(task, config)}: {model.spec.get('description') or model.name}"
+        save_figure(plot_task(task_obj, model, batch, num_tasks=num_tasks, num_samples=num_samples,
+                              title=title), image)
     return out
-
-
-def image_format(path):
-    """The matplotlib format of ``path``'s extension (``png`` when it has none); an
-    OutputPathError listing the formats otherwise."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from taylorformer.errors import OutputPathError
-
-    ext = os.path.splitext(os.fspath(path))[1][1:].lower() or "png"
-    supported = FigureCanvasAgg(Figure()).get_supported_filetypes()
-    if ext not in supported:
-        raise OutputPathError(f"--out {path}: unsupported image type {ext!r}; use one of "
-                              f"{', '.join(sorted(supported))}")
-    return ext
 
 
 def check_levels(levels):
@@ -215,43 +203,43 @@ def predict_run(run_dir, inputs, output, context=None, checkpoint="best", levels
     ``evaluate --recalibrate``), if any, is applied and written as ``spread_scale``
     (:func:`taylorformer.prediction.calibration.apply_spread_scale`)."""
     from taylorformer.checks import check_bool
-    from taylorformer.prediction.query import (DEFAULT_LEVELS, check_format, predict_query, read_query, to_data_units,
-                                    to_model_units, write_predictions)
+    from taylorformer.prediction.query import (DEFAULT_LEVELS, predict_query, read_query, to_data_units,
+                                               to_model_units, write_predictions)
 
     check_choice("run", "checkpoint", checkpoint, ("best", "model"))
     check_bool("predict", "recalibration", recalibration)
-    check_format(output, (".npz", ".nc", ".csv"))  # a bad output name fails before any work
     levels = check_levels(DEFAULT_LEVELS if levels is None else levels)
     check_int("predict", "num_samples", num_samples, minimum=0)
-    # never over what it reads or the run's own files; the directory exists before the work
-    check_output_path(output, "--output", reads=(inputs, context), run_dir=run_dir)
-    model = load_model_file(run_dir, checkpoint)
-    normaliser = model.normaliser
-    names = None if normaliser is None else (normaliser.x_names, normaliser.y_names)
-    try:
-        query = read_query(inputs, context, x_columns=x_columns, y_columns=y_columns, names=names,
-                           dtype=np.float32 if normaliser is None else np.float64)
-    except TaylorformerError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a file the readers fail on (zip, HDF5, CSV, ...) is named
-        files = f"the inputs file {inputs}" + (f" or the context file {context}" if context else "")
-        raise BatchError(f"cannot read {files}: {type(exc).__name__}: {exc}") from exc
-    check_predict_memory(query, levels, num_samples)
-    record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
-    if normaliser is None:
-        warnings.warn(f"{run_dir}: its model file has no saved normaliser (written before taylorformer "
-                      "saved one): the inputs are given, and predictions written, in the model's units",
-                      stacklevel=2)
-        model_query = query
-    else:
-        model_query = to_model_units(query, normaliser, f"predict {inputs}")
-    result = predict_query(model, model_query, levels=levels,
-                           num_samples=num_samples, chunk_size=chunk_size, seed=seed, verbose=verbose)
-    if record is not None:  # a spread scale is fitted in model units: applied before mapping back
-        result = calibration.apply_spread_scale(result, record["scale"])
-    if normaliser is not None:
-        result = to_data_units(result, normaliser)
-    write_predictions(output, query, result, normaliser)
+    # never over what it reads or the run's own files; written in place when all went well
+    with Outputs(reads=(inputs, context), run_dir=run_dir) as outputs:
+        staged = outputs.file(output, "--output", (".npz", ".nc", ".csv"))
+        model = load_model_file(run_dir, checkpoint)
+        normaliser = model.normaliser
+        names = None if normaliser is None else (normaliser.x_names, normaliser.y_names)
+        try:
+            query = read_query(inputs, context, x_columns=x_columns, y_columns=y_columns, names=names,
+                               dtype=np.float32 if normaliser is None else np.float64)
+        except TaylorformerError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a file the readers fail on (zip, HDF5, CSV, ...) is named
+            files = f"the inputs file {inputs}" + (f" or the context file {context}" if context else "")
+            raise BatchError(f"cannot read {files}: {type(exc).__name__}: {exc}") from exc
+        check_predict_memory(query, levels, num_samples)
+        record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
+        if normaliser is None:
+            warnings.warn(f"{run_dir}: its model file has no saved normaliser (written before taylorformer "
+                          "saved one): the inputs are given, and predictions written, in the model's units",
+                          stacklevel=2)
+            model_query = query
+        else:
+            model_query = to_model_units(query, normaliser, f"predict {inputs}")
+        result = predict_query(model, model_query, levels=levels,
+                               num_samples=num_samples, chunk_size=chunk_size, seed=seed, verbose=verbose)
+        if record is not None:  # a spread scale is fitted in model units: applied before mapping back
+            result = calibration.apply_spread_scale(result, record["scale"])
+        if normaliser is not None:
+            result = to_data_units(result, normaliser)
+        write_predictions(staged, query, result, normaliser)
     return output, int(np.prod(query["xt"].shape[:2]))
 
 
@@ -264,28 +252,35 @@ def load_model_file(run_dir, checkpoint="best"):
     return RunDirectory(run_dir).load_model(checkpoint)
 
 
-def predict_field_run(run_dir, grid, context, output, checkpoint="best", recalibration=True, **options):
+def predict_field_run(run_dir, grid, context, output, checkpoint="best", recalibration=True, plot=None,
+                      **options):
     """:func:`taylorformer.prediction.fields.predict_field` with the model file of a run (its
     normaliser: units, inputs, training span) and its stored recalibration; ``output`` a
-    new ``.nc`` file (never one of the run's or one it reads). A model file without a
-    normaliser is refused with an error saying so (its outputs would be the model's units
-    under the data's names). Returns ``(output, cells)``."""
+    new ``.nc`` file (never one of the run's or one it reads); ``plot``: an image of the
+    maps too (:func:`taylorformer.plotting.fields.save_field_plot`). Both are checked before
+    any work and put in place together (:class:`taylorformer.files.Outputs`). A model file
+    without a normaliser is refused with an error saying so (its outputs would be the
+    model's units under the data's names). Returns ``(output, cells)``."""
+    from taylorformer.plotting.fields import save_field_plot
+    from taylorformer.plotting.saving import image_formats
     from taylorformer.prediction.fields import predict_field
 
-    if not str(output).lower().endswith(".nc"):
-        raise BatchError(f"--output {output}: predictions on a grid are written as netCDF; name a .nc file")
-    check_output_path(output, "--output", reads=(grid, context), run_dir=run_dir)
-    model = load_model_file(run_dir, checkpoint)
-    if model.normaliser is None:
-        raise BatchError(f"{run_dir}: its model file has no normaliser (written before taylorformer saved one): "
-                         "predict --grid cannot map the grid's coordinates and the context's values, which are "
-                         "in the data's units, to the model's; train the run again, or use predict --input with "
-                         "files in the model's units")
-    record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
-    with predict_field(model, context, grid, output,
-                       spread_scale=None if record is None else record["scale"], **options) as result:
-        cells = int(np.prod([result.sizes[d] for d in result[next(iter(result.data_vars))].dims
-                             if d != "quantile"]))
+    with Outputs(reads=(grid, context), run_dir=run_dir) as outputs:
+        staged = outputs.file(output, "--output", (".nc",))
+        image = outputs.file(plot, "--plot", image_formats())
+        model = load_model_file(run_dir, checkpoint)
+        if model.normaliser is None:
+            raise BatchError(f"{run_dir}: its model file has no normaliser (written before taylorformer saved one): "
+                             "predict --grid cannot map the grid's coordinates and the context's values, which are "
+                             "in the data's units, to the model's; train the run again, or use predict --input "
+                             "with files in the model's units")
+        record = calibration.load_recalibration(run_dir, checkpoint) if recalibration else None
+        with predict_field(model, context, grid, staged,
+                           spread_scale=None if record is None else record["scale"], **options) as result:
+            cells = int(np.prod([result.sizes[d] for d in result[next(iter(result.data_vars))].dims
+                                 if d != "quantile"]))
+        if image is not None:
+            save_field_plot(staged, image)
     return output, cells
 
 
@@ -293,8 +288,12 @@ def place_run(run_dir, candidates, output, checkpoint="best", **options):
     """``taylorformer place``: :func:`taylorformer.prediction.placement.place_files` with the
     model file of a run (never writing over the run's files). Returns the
     :class:`~taylorformer.prediction.placement.Placement`."""
-    from taylorformer.prediction.placement import place_files
+    from taylorformer.plotting.saving import image_formats
+    from taylorformer.prediction.placement import OUTPUT_FORMATS, place_files
 
+    outputs = Outputs(reads=(candidates, options.get("context"), options.get("region")), run_dir=run_dir)
+    outputs.check(output, "--output", OUTPUT_FORMATS)  # before the model loads
+    outputs.check(options.get("plot"), "--plot", image_formats())
     return place_files(load_model_file(run_dir, checkpoint), candidates, output, run_dir=run_dir, **options)
 
 
@@ -304,27 +303,29 @@ def export_run(run_dir, output, checkpoint="best"):
     or empty directory outside the run; returns ``output``. A model file without a
     normaliser exports in the model's own units, with a warning."""
     from taylorformer.errors import ExportError
-    from taylorformer.prediction.export import autoregressive_refusal, check_output_dir, export_model, groups_refusal
+    from taylorformer.prediction.export import autoregressive_refusal, export_model, groups_refusal
 
     check_choice("export", "checkpoint", checkpoint, ("best", "model"))
-    check_output_dir(output, protect=[run_dir])
-    run = RunDirectory(run_dir)
-    if os.path.isfile(run.file("spec.json")) and run.read_spec().get("kind") == "autoregressive":
-        raise ExportError(f"cannot export run {run_dir}: " + autoregressive_refusal("its model"))
-    config = run.read_config() if os.path.isfile(run.file("config.json")) else {}
-    model = load_model_file(run_dir, checkpoint)
-    normaliser = model.normaliser
-    if normaliser is None:
-        warnings.warn(f"{run_dir}: its model file has no saved normaliser (written before taylorformer saved one): "
-                      "the SavedModel takes and gives the model's own units", stacklevel=2)
-    else:
-        refusal = groups_refusal(normaliser)
-        if refusal:
-            raise ExportError(f"cannot export run {run_dir}: {refusal}")
-    task = config.get("task") or ((normaliser.task or {}).get("name") if normaliser is not None else None)
-    extra = {"task": task, "task_config": config.get("task_config"),
-             "run_dir": os.path.abspath(run_dir), "checkpoint": checkpoint}
-    return export_model(model, output, normaliser, extra)
+    with Outputs(run_dir=run_dir) as outputs:  # a new or empty directory outside the run
+        staged = outputs.directory(output, "export output")
+        run = RunDirectory(run_dir)
+        if os.path.isfile(run.file("spec.json")) and run.read_spec().get("kind") == "autoregressive":
+            raise ExportError(f"cannot export run {run_dir}: " + autoregressive_refusal("its model"))
+        config = run.read_config() if os.path.isfile(run.file("config.json")) else {}
+        model = load_model_file(run_dir, checkpoint)
+        normaliser = model.normaliser
+        if normaliser is None:
+            warnings.warn(f"{run_dir}: its model file has no saved normaliser (written before taylorformer saved one): "
+                          "the SavedModel takes and gives the model's own units", stacklevel=2)
+        else:
+            refusal = groups_refusal(normaliser)
+            if refusal:
+                raise ExportError(f"cannot export run {run_dir}: {refusal}")
+        task = config.get("task") or ((normaliser.task or {}).get("name") if normaliser is not None else None)
+        extra = {"task": task, "task_config": config.get("task_config"),
+                 "run_dir": os.path.abspath(run_dir), "checkpoint": checkpoint}
+        export_model(model, staged, normaliser, extra)
+    return output
 
 
 def check_predict_memory(query, levels, num_samples):
@@ -348,52 +349,57 @@ def calibrate_run(run_dir, task=None, task_config=None, split="test", checkpoint
     ``val`` split, store it (:func:`taylorformer.prediction.calibration.save_recalibration`) and add
     ``recalibrated`` (the report on ``split`` with it applied, and the fit's ``scale``,
     ``criterion`` and validation before/after); otherwise, with ``use_stored``, ``recalibrated`` for the stored one, if any. ``plot``:
-    a PNG path for :func:`taylorformer.plotting.calibration.plot_calibration`."""
+    an image path for :func:`taylorformer.plotting.calibration.plot_calibration`. The plot and
+    ``calibration.json`` are checked before any work and put in place together
+    (:class:`taylorformer.files.Outputs`)."""
     from taylorformer.plotting.calibration import plot_calibration
+    from taylorformer.plotting.saving import image_formats, save_figure
 
     check_int("calibration", "num_samples", num_samples, minimum=2)
-    if plot is not None and not str(plot).lower().endswith(".png"):
-        raise SpecError(f"calibration plot must be a .png path, got {plot!r}")
-    model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
-    mode = calibration.check_mode(model, teacher_forced)
-    if recalibrate and mode == "teacher-forced":
-        raise SpecError("recalibration is fitted on what predict returns, the multi-step samples of an "
-                        "autoregressive model; drop teacher_forced (--teacher-forced) to recalibrate")
-    batch_size = config["train"]["batch_size"] if batch_size is None else batch_size
-    units, unit_label = calibration.data_units(units_normaliser(task_obj, model))
-    options = {"mode": mode, "batch_size": batch_size, "num_batches": num_batches,
-               "num_samples": num_samples, "seed": seed}
-    marginals = calibration.collect(model, task_obj, split, **options)
-    report = {"mode": mode, "split": split, "units": unit_label,
-              **({"num_samples": num_samples} if mode == "sampled" else {}),
-              **calibration.summarize(marginals, seed=seed, units=units)}
-    record = None
-    if recalibrate:
-        if not os.path.isfile(os.path.join(run_dir, f"{checkpoint}.keras")):
-            raise RunDirectoryError(f"{run_dir} has no {checkpoint}.keras to store a recalibration for "
-                                    "(one is stored per model file); recalibrate another --checkpoint")
-        val = calibration.collect(model, task_obj, "val", **options)
-        scale, criterion = calibration.fit_spread_scale(val)
-        record = {"method": "spread-scale", "scale": scale.tolist(), "criterion": criterion,
-                  "mode": mode, **({"num_samples": num_samples} if mode == "sampled" else {}),
-                  "checkpoint": checkpoint,
-                  "model_sha256": calibration.model_fingerprint(os.path.join(run_dir, f"{checkpoint}.keras")),
-                  "fitted_on": {"split": "val", "num_batches": num_batches, "batch_size": batch_size},
-                  "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "validation": {"before": calibration.summarize(val, seed=seed, units=units),
-                                 "after": calibration.summarize([m.with_scale(scale) for m in val],
-                                                                seed=seed, units=units)}}
-        report["recalibration_file"] = calibration.save_recalibration(run_dir, checkpoint, record)
-    elif use_stored and mode != "teacher-forced":
-        record = calibration.load_recalibration(run_dir, checkpoint)
-    if record is not None:
-        scale = np.asarray(record["scale"], np.float64)
-        report["recalibrated"] = {"method": record["method"], "scale": record["scale"],
-                                  "criterion": record.get("criterion"),
-                                  **calibration.summarize([m.with_scale(scale) for m in marginals],
-                                                          seed=seed, units=units)}
-    if plot is not None:
-        title = f"{os.path.basename(os.path.normpath(run_dir))}: {split} split, {mode}"
-        plot_calibration(report, title=title).savefig(plot, dpi=110)
-        report["plot"] = str(plot)
+    recalibration_file = os.path.join(run_dir, calibration.RECALIBRATION_FILE)
+    with Outputs(run_dir=run_dir) as outputs:  # the plot and calibration.json in place together
+        image = outputs.file(plot, "--calibration-plot", image_formats())
+        stored = outputs.file(recalibration_file, "--recalibrate", (".json",)) if recalibrate else None
+        model, task_obj, config = load_run(run_dir, checkpoint, task, task_config)
+        mode = calibration.check_mode(model, teacher_forced)
+        if recalibrate and mode == "teacher-forced":
+            raise SpecError("recalibration is fitted on what predict returns, the multi-step samples of an "
+                            "autoregressive model; drop teacher_forced (--teacher-forced) to recalibrate")
+        batch_size = config["train"]["batch_size"] if batch_size is None else batch_size
+        units, unit_label = calibration.data_units(units_normaliser(task_obj, model))
+        options = {"mode": mode, "batch_size": batch_size, "num_batches": num_batches,
+                   "num_samples": num_samples, "seed": seed}
+        marginals = calibration.collect(model, task_obj, split, **options)
+        report = {"mode": mode, "split": split, "units": unit_label,
+                  **({"num_samples": num_samples} if mode == "sampled" else {}),
+                  **calibration.summarize(marginals, seed=seed, units=units)}
+        record = None
+        if recalibrate:
+            if not os.path.isfile(os.path.join(run_dir, f"{checkpoint}.keras")):
+                raise RunDirectoryError(f"{run_dir} has no {checkpoint}.keras to store a recalibration for "
+                                        "(one is stored per model file); recalibrate another --checkpoint")
+            val = calibration.collect(model, task_obj, "val", **options)
+            scale, criterion = calibration.fit_spread_scale(val)
+            record = {"method": "spread-scale", "scale": scale.tolist(), "criterion": criterion,
+                      "mode": mode, **({"num_samples": num_samples} if mode == "sampled" else {}),
+                      "checkpoint": checkpoint,
+                      "model_sha256": calibration.model_fingerprint(os.path.join(run_dir, f"{checkpoint}.keras")),
+                      "fitted_on": {"split": "val", "num_batches": num_batches, "batch_size": batch_size},
+                      "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                      "validation": {"before": calibration.summarize(val, seed=seed, units=units),
+                                     "after": calibration.summarize([m.with_scale(scale) for m in val],
+                                                                    seed=seed, units=units)}}
+            report["recalibration_file"] = calibration.save_recalibration(run_dir, checkpoint, record, to=stored)
+        elif use_stored and mode != "teacher-forced":
+            record = calibration.load_recalibration(run_dir, checkpoint)
+        if record is not None:
+            scale = np.asarray(record["scale"], np.float64)
+            report["recalibrated"] = {"method": record["method"], "scale": record["scale"],
+                                      "criterion": record.get("criterion"),
+                                      **calibration.summarize([m.with_scale(scale) for m in marginals],
+                                                              seed=seed, units=units)}
+        if plot is not None:
+            title = f"{os.path.basename(os.path.normpath(run_dir))}: {split} split, {mode}"
+            save_figure(plot_calibration(report, title=title), image)
+            report["plot"] = str(plot)
     return report

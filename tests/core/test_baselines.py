@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from taylorformer import replication
+from taylorformer_replication import replication
 from taylorformer.workflow import baselines
 from taylorformer.cli import main
 from taylorformer.task import make_task
@@ -451,12 +451,13 @@ def test_list_table_names_the_results_files(capsys, tmp_path):
 
 
 def test_docs_table_is_generated_from_the_packaged_csvs():
-    doc = os.path.join(os.path.dirname(os.path.dirname(replication.RECORDED_RESULTS)), "docs", "replication.md")
+    doc = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "docs", "replication.md")
     text = open(doc, encoding="utf-8").read()
     table = text.split(replication.TABLE_BEGIN + "\n", 1)[1].split(replication.TABLE_END, 1)[0]
     listed = replication.list_rows(results=replication.RECORDED_RESULTS,
                                    baselines=replication.RECORDED_BASELINES)
-    assert table == replication.markdown_table(listed), "run `python -m taylorformer.replication`"
+    assert table == replication.markdown_table(listed), \
+        "run `python -m taylorformer_replication.replication docs/replication.md`"
     paper_budget = next(line for line in table.splitlines() if "`taylorformer-exchange-rate-96-nll`" in line)
     assert "| 40,000 / 40,000 steps (100%) |" in paper_budget  # the fraction printed plainly, not 1e+02%
 

@@ -50,7 +50,7 @@ def prose(path):
     identifiers may legitimately contain digits, hashes and words like `now`), and outside
     the replication table generated from the packaged CSVs (its rows' texts are data, checked
     against them by tests/core/test_baselines.py)."""
-    from taylorformer.replication import TABLE_BEGIN, TABLE_END
+    from taylorformer_replication.replication import TABLE_BEGIN, TABLE_END
 
     text = FENCE.sub(blank, path.read_text(encoding="utf-8"))
     text = re.sub(re.escape(TABLE_BEGIN) + ".*?" + re.escape(TABLE_END), blank, text, flags=re.S)

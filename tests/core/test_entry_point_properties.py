@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import taylorformer as tfm
-from taylorformer import cli, replication
+from taylorformer import cli
+from taylorformer_replication import replication
 from taylorformer.workflow import runs, training
 from taylorformer.checks import SIZE_BOUNDS
 from taylorformer.errors import SpecError

@@ -5,7 +5,8 @@ tf_compat.py.
 All are read from the source with ``ast`` and ``re`` (nothing is imported), over
 ``taylorformer/``, ``plugins/`` (``taylorformer.plugins``) and ``tasks/``
 (``taylorformer.tasks``), function-level imports included: a function-level import is an
-import cycle waiting for its first call.
+import cycle waiting for its first call. A folder with a ``setup.cfg`` of its own
+(``plugins/replication``) is another distribution, a plugin, not the core.
 """
 import ast
 import re
@@ -36,7 +37,7 @@ LAYERS = (
     ("components", ("taylorformer.components",)),
     ("spec", ("taylorformer.spec",)),
     # what describes a model file and a published row; no model code
-    ("records", ("taylorformer.model_card", "taylorformer.experiment")),
+    ("records", ("taylorformer.model_card",)),
     ("models", ("taylorformer.models",)),
     ("plotting", ("taylorformer.plotting",)),
     ("tasks", ("taylorformer.task", "taylorformer.tasks")),
@@ -44,8 +45,7 @@ LAYERS = (
     ("prediction", ("taylorformer.prediction",)),
     # training, run directories, evaluation of runs
     ("workflow", ("taylorformer.workflow",)),
-    ("replication and plugins", ("taylorformer.replication", "taylorformer.plugins", "taylorformer.testing",
-                                 "taylorformer")),
+    ("plugins", ("taylorformer.plugins", "taylorformer.testing", "taylorformer")),
     ("command line", ("taylorformer.cli",)),
 )
 
@@ -55,11 +55,22 @@ def core_modules():
     modules = {}
     for folder, package in PACKAGES.items():
         for path in sorted((ROOT / folder).rglob("*.py")):
+            if distribution_of(path) is not None:
+                continue
             parts = path.relative_to(ROOT / folder).with_suffix("").parts
             is_package = parts[-1] == "__init__"
             name = ".".join((package, *(parts[:-1] if is_package else parts)))
             modules[name] = (path, is_package)
     return modules
+
+
+def distribution_of(path):
+    """The folder of the distribution of its own (a ``setup.cfg`` of its own) that holds the
+    file ``path`` inside a core folder, or None."""
+    for folder in path.relative_to(ROOT).parents:
+        if folder.parent != Path(".") and (ROOT / folder / "setup.cfg").is_file():
+            return ROOT / folder
+    return None
 
 
 def imported_modules(name, path, is_package, known):
@@ -176,7 +187,7 @@ def cycles(graph):
 
 def test_the_graph_reader_sees_function_level_and_relative_imports():
     graph = import_graph()
-    assert "taylorformer.replication" in graph["taylorformer.cli"]          # inside a function
+    assert "taylorformer.workflow.runs" in graph["taylorformer.cli"]        # inside a function
     assert "taylorformer.components" in graph["taylorformer.task"]          # inside a function
     assert "taylorformer.plugins.tnp.presets" in graph["taylorformer.plugins.tnp"]
     assert len(graph) > 60
@@ -237,6 +248,21 @@ def test_the_example_plugin_uses_only_public_names():
     found = [line for path in sorted((ROOT / "examples").rglob("*.py"))
              for line in private_imports(str(path.relative_to(ROOT)), path, False, known)]
     assert not found, "private names of the core used by the example:\n" + "\n".join(found)
+
+
+def test_the_replication_package_is_a_plugin_of_public_names():
+    """plugins/replication is a distribution of its own, read as a plugin: it uses the
+    core's public names only, and no core module imports it."""
+    known = core_modules()
+    package = ROOT / "plugins" / "replication"
+    assert distribution_of(package / "taylorformer_replication" / "replication.py") == package
+    assert not any(name.startswith("taylorformer.plugins.replication") for name in known)
+    found = [line for path in sorted(package.rglob("*.py"))
+             for line in private_imports(str(path.relative_to(ROOT)), path, False, known)]
+    assert not found, "private names of the core used by the replication package:\n" + "\n".join(found)
+    importers = [name for name, (path, _) in known.items()
+                 if re.search(r"^\s*(from|import)\s+taylorformer_replication\b", path.read_text(encoding="utf-8"), re.M)]
+    assert importers == [], f"core modules that import the replication plugin: {importers}"
 
 
 @pytest.mark.parametrize("folder", ["taylorformer", "plugins", "tasks", "tests", "examples", "benchmarks",

@@ -148,6 +148,26 @@ def test_bad_arguments_name_the_problem():
         place(gp, cand, k=1, x_names=["order"])
 
 
+def test_duplicated_candidates_are_placed_once_with_a_note():
+    """Candidates given twice (and thrice) are one location each: the choice is the
+    closed-form greedy one over the distinct candidates, no location is picked twice, the
+    table's ``candidate`` is the first given row of each, and the result says how many
+    rows were dropped."""
+    cand, xc, yc, region = _setup(n=12)
+    given = np.concatenate([cand, cand[[3, 7, 3]], cand[:2]])  # 5 repeated rows
+    gp = ExactGPModel(lengthscale=0.4)
+    with pytest.warns(UserWarning, match="5 candidate row.s. repeat an earlier location.*12 distinct of 17"):
+        result = place(gp, given, (xc, yc), region=region, k=12)
+    indices, remaining, _ = greedy_gp_placement(gp, cand, 12, xc, region)
+    np.testing.assert_array_equal(result.table["candidate"], indices)  # the first rows are the distinct ones
+    assert len(np.unique(result.table["x"])) == 12 and result.duplicates == 5
+    np.testing.assert_allclose(result.table["remaining"], remaining, rtol=1e-4)
+    np.testing.assert_array_equal(result.candidates, cand.astype(np.float32))
+    np.testing.assert_array_equal(result.candidate_rows, np.arange(12))
+    with pytest.raises(BatchError, match="k=13 locations asked of 12 distinct candidate.s. .5 duplicated"):
+        place(gp, given, (xc, yc), k=13)
+
+
 @pytest.mark.parametrize("ext", [".csv", ".npz", ".nc"])
 def test_placement_files_round_trip(tmp_path, ext):
     result = place(ExactGPModel(dim_x=2), np.random.default_rng(0).uniform(size=(9, 2)), k=3)
@@ -232,8 +252,8 @@ def test_cli_refuses_to_overwrite_inputs_or_run_files_in_one_line(run_2d, tmp_pa
     np.savez(cand, xt=np.random.default_rng(0).uniform(size=(5, 2)).astype(np.float32))
     before = cand.read_bytes()
     base = ["place", str(run_dir), "--checkpoint", "model", "--candidates", str(cand), "--k", "2"]
-    cases = [(["--output", str(cand)], "also an input file"),
-             (["--output", str(tmp_path / "o.csv"), "--plot", str(run_dir / "model.keras")], "PNG"),
+    cases = [(["--output", str(cand)], "is the file the command reads"),
+             (["--output", str(tmp_path / "o.csv"), "--plot", str(run_dir / "model.keras")], "must be a .png path"),
              (["--output", str(run_dir / "model.keras")], "unsupported file type"),
              (["--output", str(run_dir / "spec.json.csv")], None),
              (["--output", str(tmp_path / "o.csv"), "--k", "9"], "k=9 locations asked of 5"),
@@ -247,7 +267,7 @@ def test_cli_refuses_to_overwrite_inputs_or_run_files_in_one_line(run_2d, tmp_pa
         assert code == 2 and message in err and err.count("\n") == 1, err
     (run_dir / "metrics.csv").write_text("step\n")
     code = main(base + ["--output", str(run_dir / "metrics.csv")])
-    assert code == 2 and "a file of the run" in capsys.readouterr().err
+    assert code == 2 and "one of the run's own files" in capsys.readouterr().err
     assert cand.read_bytes() == before and (run_dir / "metrics.csv").read_text() == "step\n"
 
 

@@ -10,7 +10,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from taylorformer import registry, replication, testing
+from taylorformer import registry, testing
+from taylorformer_replication import replication
 from taylorformer.errors import TaskError
 from taylorformer.task import make_task
 from taylorformer.tasks import datasets
@@ -171,7 +172,7 @@ def test_baselines_match_numpy(uci_electricity_txt, metric):
 @pytest.mark.parametrize("model", ["taylorformer", pytest.param("tnp-a", marks=pytest.mark.long)])
 def test_the_rows_run_end_to_end(tmp_path, uci_electricity_txt, model):
     """Load -> windows -> 3 training steps -> the NLL and MSE rows evaluated from one run
-    (tnp-a: ``long``, its forecasting path runs in tests/core/test_replication.py)."""
+    (tnp-a: ``long``, its forecasting path runs in tests/replication/test_replication.py)."""
     path, _ = uci_electricity_txt(days=DAYS)
     out, results = str(tmp_path / "run"), str(tmp_path / "results.csv")
     for metric in ("nll", "mse"):

@@ -23,9 +23,9 @@ Every other comparison in the thesis (relative attention functions, Sec. 5.2; si
 selection, Sec. 5.3; TNP vs ConvNP, Sec. 5.4; pre vs post relative attention, Sec. 6.2;
 restricted and full 2-D sawtooth, Secs. 6.3.2-6.3.3) is a figure of validation-loss
 curves or of samples, with no number printed. Its variants are available as spec
-overrides of the ``te-tnp`` preset (:mod:`.presets`) and its sawtooth data as the
+overrides of the ``te-tnp`` preset (:mod:`taylorformer.plugins.te_tnp.presets`) and its sawtooth data as the
 ``sawtooth`` tasks, so a row can be added here once a protocol is known (e.g. from the
-author's code). Registered with the TE-TNP family's rows (:mod:`taylorformer.plugins.te_tnp`).
+author's code). Registered with the TE-TNP paper's rows (:mod:`taylorformer_replication.papers`).
 """
 
 PAPER = "Unifying Transformers and ConvNPs (Sivaraya 2024, thesis)"

@@ -16,9 +16,8 @@ cannot exceed about 0.19, so every 1-D value is negative). The image values are 
 positive: read as negative, the CNP (0.64, 0.72) would beat every other model of Table 1,
 which the text of Sec. 4.2 contradicts.
 """
-from taylorformer.replication import Evaluation, Row, SmallBudget, Training
-
-from .presets import TE_LIKELIHOOD
+from taylorformer.plugins.te_tnp.presets import TE_LIKELIHOOD
+from taylorformer_replication.experiment import Evaluation, Row, SmallBudget, Training
 
 PAPER = "TE-TNP (Ashman et al. 2024)"
 OPTIMISER_NOTES = (

@@ -9,10 +9,11 @@ import types
 import numpy as np
 import pytest
 
-from taylorformer import cli, replication
-from taylorformer.workflow import runs, training
+from taylorformer import cli
 from taylorformer.errors import RunDirectoryError
-from taylorformer.replication import RESULT_COLUMNS
+from taylorformer.workflow import runs, training
+from taylorformer_replication import replication
+from taylorformer_replication.replication import RESULT_COLUMNS
 
 ROW = "taylorformer-gp-periodic"
 

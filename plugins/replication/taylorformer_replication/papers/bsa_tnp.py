@@ -16,7 +16,7 @@ log-likelihood (NLL) and the per-task MSE, not a mean absolute error, a root of 
 MSE or an interval coverage. Table 8's TabPFN (no likelihood) and NUTS MCMC columns, and
 the train times, have no model here.
 """
-from taylorformer.replication import Evaluation, Row, SmallBudget, Training
+from taylorformer_replication.experiment import Evaluation, Row, SmallBudget, Training
 
 PAPER = "BSA-TNP (Jenson et al. 2025)"
 NOTES = (

@@ -9,7 +9,7 @@ ElectricityLoadDiagrams20112014 file) with a context of 96 at horizons 96/192/33
 (Sec. 4.2, Table 3), for both models. Every ``+-`` is a standard deviation over five
 training runs.
 """
-from taylorformer.replication import Evaluation, Row, SmallBudget, Training
+from taylorformer_replication.experiment import Evaluation, Row, SmallBudget, Training
 
 PAPER = "Taylorformer (Nivron et al. 2023)"
 FIVE_RUNS = "std over 5 runs"

@@ -4,8 +4,8 @@ d_model 64, 4 heads, FFN 128, 6 layers, a predictor with one hidden layer of 128
 same task, protocol and baseline as the matching Taylorformer row."""
 import pytest
 
-from taylorformer import replication
 from taylorformer.spec import resolve_spec
+from taylorformer_replication import replication
 
 #: Taylorformer Table 1, TNP column (log-likelihood, +- std over 5 runs)
 TNP_TABLE1 = {"gp-eq": (3.50, 0.05), "gp-matern52": (3.22, 0.05), "gp-periodic": (0.13, 0.04),

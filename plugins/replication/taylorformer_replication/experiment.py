@@ -3,8 +3,8 @@ its :class:`Training` and :class:`Evaluation` protocols and :class:`SmallBudget`
 
 Plain frozen dataclasses that check their values where they enter. A :class:`Row` is a
 :class:`taylorformer.plugin_api.ExperimentRecord`: the registry checks the kind by that
-contract class, without importing this module. Plugins keep importing these names from
-:mod:`taylorformer.replication`, which re-exports them.
+contract class, without importing this package. A plugin imports these names from
+:mod:`taylorformer_replication`.
 """
 import dataclasses
 
@@ -21,8 +21,8 @@ METRICS = {
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "cosine")
 OWNER = "experiment"
-#: the baselines a row can name (taylorformer.workflow.baselines.BASELINES; kept here so that the
-#: records import no NumPy)
+#: the baselines a row can name (the keys of taylorformer.workflow.baselines.BASELINES; kept
+#: here so that the records import no NumPy)
 BASELINE_NAMES = ("persistence", "seasonal-naive", "exact-gp", "context-frequency", "context-mean")
 #: baselines that bound the model from above rather than give a level it should beat
 CEILINGS = ("exact-gp",)
@@ -109,7 +109,7 @@ class SmallBudget:
 
 @dataclasses.dataclass(frozen=True)
 class Row(ExperimentRecord):
-    """One published number and the protocol that reproduces it (see :mod:`taylorformer.replication`).
+    """One published number and the protocol that reproduces it (see :mod:`taylorformer_replication.replication`).
 
     ``paper_error`` is the ``+-`` the paper prints next to ``paper_value`` and
     ``paper_error_kind`` what it is (e.g. "std over 5 runs", "standard error"); ``run``
@@ -126,7 +126,7 @@ class Row(ExperimentRecord):
     paper_scale`` is comparable with our per-task mean; ``paper_scale_why`` cites the code.
     ``paper_decimals``: the decimals the paper prints its value and ``+-`` with, where a
     float cannot keep them (``-0.50 +- 0.00``: 2; None: as ``:g`` prints the value), which
-    set the rounding tolerance of :func:`taylorformer.replication.status`.
+    set the rounding tolerance of :func:`taylorformer_replication.replication.status`.
     """
 
     id: str

@@ -340,7 +340,7 @@ def catalogue(runs, reference):
                           ("inf", float("inf")), ("1e-9", 1e-9)):
         add(Case(G, f"predict with a stored spread scale {label}", stored_argv(runs, record),
                  names=["calibration.json"]))
-    for label in ("a directory", "a dangling link", "not JSON", "another model's"):
+    for label in ("a directory", "a dangling link", "not JSON", "another model's", "two scales for one output"):
         add(Case(G, f"predict with calibration.json {label}", stored_argv(runs, label), names=["calibration.json"]))
     add(Case(G, "predict with a stored spread scale 2", stored_argv(runs, 2.0), refuse=False,
              writes=[lambda w: f"{w}/p.npz"], check=lambda w, o, e: scaled_by(w, reference, 2.0)))
@@ -550,9 +550,10 @@ def write_calibration(run, record):
             fh.write('{"best": {"scale": [1.5')
     else:
         sha = "0" * 64 if record == "another model's" else model_fingerprint(os.path.join(run, "best.keras"))
-        scale = 1.5 if record == "another model's" else record
+        scale = [1.5, 1.5] if record == "two scales for one output" else [1.5 if record == "another model's"
+                                                                           else record]
         with open(target, "w") as fh:
-            json.dump({"best": {"method": "spread-scale", "scale": [scale], "model_sha256": sha}}, fh)
+            json.dump({"best": {"method": "spread-scale", "scale": scale, "model_sha256": sha}}, fh)
 
 
 def scaled_by(w, reference, scale):

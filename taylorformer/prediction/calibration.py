@@ -398,6 +398,17 @@ def model_fingerprint(path):
     return digest.hexdigest()
 
 
+def _outputs_of(run_dir):
+    """The model's number of outputs (``dim_y``) as the run's ``spec.json`` records it;
+    None where the run has no readable spec.json (its model file is checked on loading)."""
+    try:
+        with open(os.path.join(run_dir, "spec.json"), encoding="utf-8") as fh:
+            dim_y = json.load(fh).get("dim_y")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return dim_y if isinstance(dim_y, int) and not isinstance(dim_y, bool) else None
+
+
 def _read_file(run_dir):
     path = os.path.join(run_dir, RECALIBRATION_FILE)
     if not os.path.lexists(path):
@@ -444,6 +455,10 @@ def load_recalibration(run_dir, checkpoint):
                                                       and low <= s <= high for s in scale)):
         raise RunDirectoryError(f"{path} is corrupt: entry {checkpoint!r} needs 'scale', a list of "
                                 f"numbers in [{low:g}, {high:g}] (the range a fit produces), got {scale!r}")
+    dim_y = _outputs_of(run_dir)
+    if dim_y is not None and len(scale) != dim_y:
+        raise RunDirectoryError(f"{path} is corrupt: entry {checkpoint!r} holds {len(scale)} scale(s) for the "
+                                f"model's {dim_y} output(s); a fit gives one per output")
     model_path = os.path.join(run_dir, f"{checkpoint}.keras")
     if not os.path.isfile(model_path) or model_fingerprint(model_path) != record.get("model_sha256"):
         raise RunDirectoryError(

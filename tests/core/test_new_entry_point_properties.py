@@ -32,7 +32,7 @@ from taylorformer.errors import SpecError
 from taylorformer.models import build_model
 from taylorformer.normaliser import Normaliser
 from taylorformer.prediction import calibration as cal
-from taylorformer.spec import resolve_spec
+from taylorformer.spec import STANDARDISE_MODES, resolve_spec
 
 SETTINGS = settings(deadline=None, database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -679,8 +679,8 @@ def test_a_stored_calibration_is_applied_exactly_or_refused_naming_the_file(gp_r
        floor=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([True, "0.1", 0])),
        old_names=st.booleans())
 def test_standardise_keys_are_kept_exactly_or_refused(mode, floor, old_names):
-    """Accepted exactly when the mode is one of global, window, last and the floor is left
-    out, or is a real number within its range with a mode that uses it (not global);
+    """Accepted exactly when the mode is one of the modes (global, window, ...) and the
+    floor is left out, or is a real number within its range with a mode that uses it (not global);
     accepted values are stored as given (the earlier key names read the same, with a
     DeprecationWarning)."""
     names = ("normalise", "normalise_min_scale") if old_names else ("standardise", "standardise_min_scale")
@@ -689,8 +689,9 @@ def test_standardise_keys_are_kept_exactly_or_refused(mode, floor, old_names):
         spec[names[0]] = mode
     if floor is not None:
         spec[names[1]] = floor
+    assert {"global", "window"} <= set(STANDARDISE_MODES)
     resolved_mode = "global" if mode is None else mode
-    ok = resolved_mode in ("global", "window", "last") and (
+    ok = resolved_mode in STANDARDISE_MODES and (
         floor is None or (not isinstance(floor, (bool, str)) and FLOOR_RANGE[0] <= floor <= FLOOR_RANGE[1]
                           and resolved_mode != "global"))
     with pytest.warns(DeprecationWarning) if old_names and (mode is not None or floor is not None) else \

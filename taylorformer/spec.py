@@ -12,9 +12,10 @@ A spec names registry components::
      "dtype_policy": null,                   # e.g. "mixed_bfloat16" for the network
      "observed_flags": null,                 # per-output observed flags in the tokens
                                              # (null: on when dim_y > 1)
-     "standardise": null,                    # "global" | "window": outputs standardised by
-     "standardise_min_scale": 0.01,          # each window's context (null: the task's
-                                             # default, else "global"; window_standardisation)
+     "standardise": null,                    # "global" | "window" | "last": outputs standardised
+     "standardise_min_scale": 0.01,          # by each window's context ("last": shifted by its
+                                             # last value; null: the task's default, else
+                                             # "global"; window_standardisation)
      "init": "keras"}                        # initial linear weights: "keras" | "fan-in-uniform"
                                              # (models.initialisation)
 
@@ -43,7 +44,7 @@ from taylorformer.hookspecs import KINDS
 MODEL_KINDS = ("conditional", "autoregressive")
 
 #: spec ``standardise``: the network's output units (:mod:`taylorformer.models.window_standardisation`)
-STANDARDISE_MODES = ("global", "window")
+STANDARDISE_MODES = ("global", "window", "last")
 #: the default floor of a window's scale (spec ``standardise_min_scale``), in the batch's units
 #: (a task's z-scores: 1% of the training rows' std), so a constant context stays finite
 DEFAULT_MIN_SCALE = 0.01
@@ -221,7 +222,7 @@ def check_standardise_options(mode, min_scale, owner="spec", saved=False):
     keeps whatever floor it was saved with: it has no effect, and the file loads."""
     if mode not in STANDARDISE_MODES:
         raise SpecError(f"{owner}: standardise must be one of {list(STANDARDISE_MODES)} (window: each window "
-                        f"standardised by its own context), got {mode!r}")
+                        f"standardised by its own context; last: shifted by its last context value), got {mode!r}")
     if mode == "global" and saved:
         return
     low, high = MIN_SCALE_RANGE

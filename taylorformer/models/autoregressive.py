@@ -288,14 +288,15 @@ class AutoregressiveNP(NeuralProcess):
         else:
             gen_order = tf.tile(tf.range(nt)[None], [num_samples * b, 1])
         rows = gather_targets(rows, gen_order)
-        if self.standardise == "window":  # decoded in window units, the draws mapped back below
+        windowed = self.standardise in window_standardisation.WINDOW_MODES
+        if windowed:  # decoded in window units, the draws mapped back below
             shift, scale = self.window_statistics(rows)
             rows = window_standardisation.to_window_units(rows, shift, scale)
         if cache:
             yt, params = self._decode_compiled(rows, keys, jit_compile)
         else:
             yt, params = self._decode_full(rows, keys)
-        if self.standardise == "window":
+        if windowed:
             yt = window_standardisation.samples_to_original_units(yt, shift, scale)
             params = window_standardisation.to_original_units(params, shift, scale, self.likelihood)
         inverse = tf.argsort(gen_order, axis=1)

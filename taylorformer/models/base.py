@@ -160,7 +160,7 @@ class NeuralProcess(FitMixin, keras.Model):
         self.encoder = components.build("encoder", entry, "encoder", dim_x=dim_x, dim_y=dim_y)
         self.standardise = spec.get("standardise", "global")
         self.standardise_min_scale = spec.get("standardise_min_scale", window_standardisation.DEFAULT_MIN_SCALE)
-        if self.standardise == "window":
+        if self.standardise in window_standardisation.WINDOW_MODES:
             window_standardisation.check_likelihood(self.likelihood, self.dim_y, spec["likelihood"]["name"])
         self.training_range = window_standardisation.TrainingRange(self.dim_x, self.dim_y)
         self._init_fit_state()
@@ -189,20 +189,22 @@ class NeuralProcess(FitMixin, keras.Model):
         units: the network's own (:meth:`network`), or with ``standardise: window`` the
         network's in window units mapped back."""
         batch = self.prepare(batch)
-        if self.standardise != "window":
+        if self.standardise not in window_standardisation.WINDOW_MODES:
             return self.network(batch, training=training)
         shift, scale = self.window_statistics(batch)
         params = self.network(window_standardisation.to_window_units(batch, shift, scale), training=training)
         return window_standardisation.to_original_units(params, shift, scale, self.likelihood)
 
     def window_statistics(self, batch):
-        """``(shift, scale)`` float64 ``[B, 1, Dy]``: each window's context mean and floored
-        std (``batch`` prepared; :func:`~taylorformer.models.window_standardisation.context_statistics`)."""
-        return window_standardisation.context_statistics(batch, self.standardise_min_scale)
+        """``(shift, scale)`` float64 ``[B, 1, Dy]``: each window's context mean (``standardise:
+        last``: its last observed value) and floored std (``batch`` prepared;
+        :func:`~taylorformer.models.window_standardisation.context_statistics`)."""
+        return window_standardisation.context_statistics(batch, self.standardise_min_scale, self.standardise)
 
     def network_inputs(self, batch):
-        """``batch`` (prepared) as the network reads it (in window units with ``standardise: window``)."""
-        if self.standardise != "window":
+        """``batch`` (prepared) as the network reads it (in window units with ``standardise:
+        window`` or ``last``)."""
+        if self.standardise not in window_standardisation.WINDOW_MODES:
             return batch
         return window_standardisation.to_window_units(batch, *self.window_statistics(batch))
 

@@ -24,6 +24,13 @@ plugin model) says what units the network works in:
 
   The inputs ``x`` are not standardised: the forecasting tasks already give window-relative
   positions, and a spatial model's inputs are coordinates whose absolute value matters.
+* ``"last"``: as ``"window"`` (the same scale ``s``), but the shift is each window's last
+  observed context value: ``m[b, d] = yc[b, k, d]`` with ``k`` the observed context point
+  of largest first input ``xc[b, k, 0]`` (a forecasting task's time position; ties: the
+  first in context order). The network predicts ``z = (y - y_last) / s``: a network
+  output of location 0 is persistence exactly, so a forecaster starts anchored on the
+  last observation instead of having to find it by attention (benchmarks/README.md,
+  "series_baselines.py").
 
 With per-window standardisation a model's predictive distribution (in the batch's units) is
 equivariant to ``y -> a y + b`` for ``a > 0`` (while the context std stays above the floor
@@ -73,10 +80,15 @@ def check_likelihood(likelihood, dim_y, name):
                         "affine_parameters(params, shift, scale) method or use standardise 'global'")
 
 
-def context_statistics(batch, min_scale=DEFAULT_MIN_SCALE):
+#: spec ``standardise`` modes that standardise each window (the others: ``"global"``)
+WINDOW_MODES = ("window", "last")
+
+
+def context_statistics(batch, min_scale=DEFAULT_MIN_SCALE, mode="window"):
     """``(shift, scale)`` float64 ``[B, 1, Dy]`` of each window's observed context outputs
-    (``batch`` after :func:`taylorformer.batch.with_masks`): mean and floored population std
-    (see the module docstring for windows with fewer than two observed values)."""
+    (``batch`` after :func:`taylorformer.batch.with_masks`): mean (``mode="last"``: the
+    last observed value, :func:`last_context_value`) and floored population std (see the
+    module docstring for windows with fewer than two observed values)."""
     yc = tf.cast(batch["yc"], tf.float64)
     observed = tf.cast(batch["observed_c"], tf.float64)  # 0 at padding and NaN values
     count = tf.reduce_sum(observed, 1, keepdims=True)  # [B, 1, Dy]
@@ -84,7 +96,23 @@ def context_statistics(batch, min_scale=DEFAULT_MIN_SCALE):
     var = tf.reduce_sum(tf.square(yc - mean) * observed, 1, keepdims=True) / tf.maximum(count, 1.0)
     scale = tf.where(count > 1.5, tf.maximum(tf.sqrt(var), tf.cast(min_scale, tf.float64)),
                      tf.ones_like(var))
+    if mode == "last":
+        return last_context_value(batch), scale
     return mean, scale
+
+
+def last_context_value(batch):
+    """``[B, 1, Dy]`` float64: per window and output, the observed context value at the
+    largest first input ``xc[..., 0]`` (ties: the first in context order); 0 where no
+    context value of that output is observed."""
+    yc = tf.cast(batch["yc"], tf.float64)
+    observed = batch["observed_c"] > 0.5                                   # [B, C, Dy]
+    time = tf.cast(batch["xc"][..., :1], tf.float64)                       # [B, C, 1]
+    score = tf.where(observed, tf.broadcast_to(time, tf.shape(yc)), tf.constant(-np.inf, tf.float64))
+    last = tf.argmax(score, axis=1)                                        # [B, Dy]
+    value = tf.gather(tf.transpose(yc, [0, 2, 1]), last[..., None], batch_dims=2)[..., 0]  # [B, Dy]
+    value = tf.where(tf.reduce_any(observed, 1), value, tf.zeros_like(value))
+    return value[:, None, :]
 
 
 def to_window_units(batch, shift, scale):
@@ -208,11 +236,11 @@ class TrainingRange:
             self.warned.add(name)
             warned.append(name)
             what = "context outputs" if i >= self.dim_x else "context inputs"
-            units = " (in window units)" if i >= self.dim_x and mode == "window" else ""
+            units = " (in window units)" if i >= self.dim_x and mode in WINDOW_MODES else ""
             warnings.warn(TrainingRangeWarning(
                 f"{what} {name}{units} reach [{seen_low[i]:.4g}, {seen_high[i]:.4g}], far outside the "
                 f"range the model was trained on, [{low[i]:.4g}, {high[i]:.4g}] (more than "
                 f"{RANGE_MARGIN:g} x its width beyond it): its predictions there are extrapolation"
                 + ("; a non-stationary series needs per-window standardisation (spec standardise 'window')"
-                   if i >= self.dim_x and mode != "window" else "")), stacklevel=3)
+                   if i >= self.dim_x and mode not in WINDOW_MODES else "")), stacklevel=3)
         return warned

@@ -62,6 +62,12 @@ def test_task(name, tmp_path, station_configs, gridded_configs):
         rng = np.random.default_rng(0)
         pd.DataFrame({"y": np.cumsum(rng.normal(size=400))}).to_csv(path, index=False)
         config = {"path": str(path), "target_columns": "y", "context_length": 16, "horizon": 8}
+    if name == "fitted-gp":
+        path = tmp_path / "survey.csv"
+        rng = np.random.default_rng(0)
+        pd.DataFrame({"x": rng.uniform(size=20), "y": rng.uniform(size=20), "v": rng.normal(size=20)}).to_csv(
+            path, index=False)
+        config = {"path": str(path), "x_columns": ["x", "y"], "target_columns": "v", "num_target": 8}
     if registry.entry("task", name).plugin == "builtin-image" and name != "image":
         tfds = pytest.importorskip("tensorflow_datasets")  # the presets read tfds: sources
         with tfds.testing.mock_data(num_examples=12):  # never the network

@@ -50,6 +50,13 @@ def csv_files(tmp_path_factory, station_configs, gridded_configs):
     files["image"] = {"source": str(root / "images.npz")}
     for name in ("mnist", "emnist", "emnist-unseen", "celeba", "cifar10", "t-mnist", "t-cifar10"):
         files[name] = {"source": str(root / "images.npz"), "split": None}
+    # a 20-point survey with its prior given (no fit per generated case)
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"x": rng.uniform(size=20), "y": rng.uniform(size=20), "v": rng.normal(size=20)}).to_csv(
+        root / "survey.csv", index=False)
+    files["fitted-gp"] = {"path": str(root / "survey.csv"), "x_columns": ["x", "y"], "target_columns": ["v"],
+                          "prior": {"kernel": "eq", "lengthscale": 0.3, "variance": 1.0, "noise_variance": 0.1,
+                                    "mean": 0.0}}
     return {**files, **station_configs, **gridded_configs}
 
 

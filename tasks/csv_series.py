@@ -23,8 +23,9 @@ Protocol, for a series of ``N`` rows (after NaN handling) and one window of
   population ``std`` (ddof 0) of the *training rows only* (their observed values: NaN
   left out; a target column with none is an error).
 * Model default: a model trained on this task standardises each window by its own context
-  (``model_defaults``: spec ``standardise: window``, :mod:`taylorformer.models.window_standardisation`)
-  unless its spec says ``standardise: global``: a series whose level drifts out of the
+  (``model_defaults``: spec ``standardise: window``, :mod:`taylorformer.models.window_standardisation`;
+  with ``lead_input``, ``standardise: last``: shifted by the last context value)
+  unless its spec says otherwise (e.g. ``standardise: global``): a series whose level drifts out of the
   training rows' range is forecast relative to its recent past (benchmarks/README.md,
   "window_standardisation.py"). The global standardisation above still applies first.
 * Inputs: every row is one time step (date gaps are ignored). The W rows of a window
@@ -33,7 +34,10 @@ Protocol, for a series of ``N`` rows (after NaN handling) and one window of
   row, the ``covariate_columns`` (z-scores with the training mean and std, like the
   targets; known at the target rows too, e.g. a weather forecast or a price schedule)
   and the ``calendar_features`` of the row's date (:data:`CALENDAR_FEATURES`), so
-  ``dim_x = 1 + len(covariate_columns) + (2 or 1) * len(calendar_features)``.
+  ``dim_x = 1 + len(covariate_columns) + (2 or 1) * len(calendar_features)``; with
+  ``lead_input`` one more, last: the row's log-scaled distance to the last context row
+  (:func:`window_leads`: 0 there, -1 or 1 at the furthest row), which tells a model the first
+  leads apart where the position changes by only ``2 / (W - 1)`` per row.
 * Windows: ``train`` draws window starts uniformly at random (infinite, seeded by
   ``seed`` and the batch index); ``val``/``test`` give every valid start of the split in
   increasing order (every ``eval_stride``-th), the last batch possibly smaller.
@@ -261,6 +265,14 @@ def window_positions(context_length, horizon):
     return np.linspace(-1.0, 1.0, context_length + horizon, dtype=np.float32)
 
 
+def window_leads(context_length, horizon):
+    """``[C + H]`` float32 lead input of a window's rows: ``sign(k) log(1 + |k|) / log(1 +
+    max(C - 1, H))`` with ``k = j - (C - 1)`` the row's steps after the last context row
+    (0 there, -1 or 1 at the furthest row): one step near that row is a large change of input."""
+    k = np.arange(context_length + horizon, dtype=np.float64) - (context_length - 1)
+    return (np.sign(k) * np.log1p(np.abs(k)) / np.log1p(max(context_length - 1, horizon, 1))).astype(np.float32)
+
+
 def read_table(source, column_names=None, label="data file"):
     """``(DataFrame with str column names, where)``: the CSV file ``source`` read with pandas
     (``column_names``: the names of a file without a header row), or a shallow copy of the
@@ -320,7 +332,7 @@ def numeric_columns(df, columns, role, where):
             examples = ", ".join(f"row {i}: {float(values[i, j])}" for i in inf[:3])
             raise TaskError(f"{where}: {role} column {col!r} holds {inf.size} infinite value(s) "
                             f"({examples}; rows are 0-based, header excluded); a model cannot "
-                            f"train on them: clean the {'DataFrame' if where == 'DataFrame' else 'file'}")
+                            f"train on them: clean the {'DataFrame' if where.endswith('DataFrame') else 'file'}")
     return values
 
 
@@ -448,17 +460,24 @@ class CSVSeriesTask(Task):
         calendar_features: names of :data:`CALENDAR_FEATURES` computed from the dates
             (needs dates) as inputs, e.g. ``["hour", "day_of_week", "month"]``.
         calendar_encoding: ``"sincos"`` (two inputs per feature) or ``"linear"`` (one).
+        lead_input: append the lead input (:func:`window_leads`) after the others: the
+            log-scaled distance of each row to the last context row, so a model resolves
+            the first leads (the position input moves 2 / (C + H - 1) per row).
     """
 
     name = "csv"
     rebuildable = True
-    #: spec values a model trained on this task takes where its spec leaves them open
-    model_defaults = {"standardise": "window"}
+    @property
+    def model_defaults(self):
+        """Spec values a model trained on this task takes where its spec leaves them open:
+        ``standardise: window``; with ``lead_input``, ``last`` (anchored on the last
+        observation, which the lead input lets the network depart from lead by lead)."""
+        return {"standardise": "last" if self.lead_input else "window"}
 
     def __init__(self, path=None, dataset=None, target_columns=None, date_column=None, column_names=None,
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,
                  missing="mask", covariate_columns=None, calendar_features=None,
-                 calendar_encoding="sincos"):
+                 calendar_encoding="sincos", lead_input=False):
         import pandas as pd
 
         frame = path if isinstance(path, pd.DataFrame) else None
@@ -502,7 +521,11 @@ class CSVSeriesTask(Task):
         self.calendar_encoding = check_choice("csv task", "calendar_encoding", calendar_encoding,
                                               CALENDAR_ENCODINGS)
         self.dim_y = len(self.target_columns)
-        self.dim_x = 1 + len(self.covariate_columns) + len(features) * (2 if calendar_encoding == "sincos" else 1)
+        if not isinstance(lead_input, bool):
+            raise TaskError(f"csv task: lead_input must be true or false, got {lead_input!r}")
+        self.lead_input = lead_input
+        self.dim_x = (1 + len(self.covariate_columns) + len(features) * (2 if calendar_encoding == "sincos" else 1)
+                      + int(lead_input))
         if not self.in_memory:
             self.resolved_path = resolve_path(self.path) if dataset is None else datasets.fetch(dataset)
         self._load(frame)
@@ -611,7 +634,7 @@ class CSVSeriesTask(Task):
                 "horizon": self.horizon, "eval_stride": self.eval_stride,
                 "missing": self.missing, "covariate_columns": list(self.covariate_columns),
                 "calendar_features": list(self.calendar_features),
-                "calendar_encoding": self.calendar_encoding}
+                "calendar_encoding": self.calendar_encoding, "lead_input": self.lead_input}
 
     def extra_signature(self):
         import tensorflow as tf
@@ -629,13 +652,15 @@ class CSVSeriesTask(Task):
         calendar = [f"{f}_{part}" for f in self.calendar_features
                     for part in (("sin", "cos") if per == 2 else ("linear",))]
         k = len(self.covariate_columns)
-        return {"x_offset": np.concatenate([[0.0], self.covariate_mean, np.zeros(len(calendar))]),
-                "x_scale": np.concatenate([[1.0], self.covariate_std, np.ones(len(calendar))]),
-                "x_names": ["position"] + list(self.covariate_columns) + calendar,
+        lead = ["lead"] if self.lead_input else []
+        return {"x_offset": np.concatenate([[0.0], self.covariate_mean, np.zeros(len(calendar) + len(lead))]),
+                "x_scale": np.concatenate([[1.0], self.covariate_std, np.ones(len(calendar) + len(lead))]),
+                "x_names": ["position"] + list(self.covariate_columns) + calendar + lead,
                 "x_is": (f"position in the window (-1 first context row, +1 last target row; "
                          f"{self.context_length} context + {self.horizon} target rows)"
                          + (", covariates in the data's units" if k else "")
-                         + (f", calendar features ({self.calendar_encoding})" if calendar else "")),
+                         + (f", calendar features ({self.calendar_encoding})" if calendar else "")
+                         + (", lead (log-scaled distance to the last context row)" if lead else "")),
                 "y_names": list(self.target_columns),
                 "time": series_time(self.dates, self.timezone, self.date_column,
                                     context_length=self.context_length, horizon=self.horizon),
@@ -646,6 +671,13 @@ class CSVSeriesTask(Task):
     def x(self):
         """``[C + H]`` float32 position input of every window (:func:`window_positions`)."""
         return window_positions(self.context_length, self.horizon)
+
+    @property
+    def leads(self):
+        """``[C + H, 1]`` float32 lead input of every window (:func:`window_leads`), or
+        ``[C + H, 0]`` without ``lead_input``."""
+        leads = window_leads(self.context_length, self.horizon)[:, None]
+        return leads if self.lead_input else leads[:, :0]
 
     def window_starts(self, split):
         """``[n]`` int64 evaluation window starts of ``split``, increasing (every ``eval_stride``-th)."""
@@ -675,7 +707,7 @@ class CSVSeriesTask(Task):
                 or not 0 <= start <= len(self.values) - size:
             raise TaskError(f"window start {start} out of range [0, {len(self.values) - size}]")
         lo = int(start)
-        inputs = np.concatenate([self.x[:, None], self.features[lo:lo + size]], 1)
+        inputs = np.concatenate([self.x[:, None], self.features[lo:lo + size], self.leads], 1)
         return {**self._raw(lo, lo + size), "x": self.x, "inputs": inputs}
 
     def _raw(self, lo, hi):
@@ -713,6 +745,8 @@ class CSVSeriesTask(Task):
         xs = tf.broadcast_to(tf.constant(self.x)[None, :, None], [b, c + h, 1])
         if self.features.shape[1]:
             xs = tf.concat([xs, tf.gather(tf.constant(self.features), rows)], -1)
+        if self.lead_input:
+            xs = tf.concat([xs, tf.broadcast_to(tf.constant(self.leads)[None], [b, c + h, 1])], -1)
         return {"xc": xs[:, :c], "yc": y[:, :c], "xt": xs[:, c:], "yt": y[:, c:],
                 "mask_c": tf.ones([b, c]), "mask_t": tf.ones([b, h]), "window_start": starts}
 

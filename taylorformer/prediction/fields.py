@@ -63,7 +63,7 @@ from taylorformer.checks import available_memory, check_int
 from taylorformer.coordinates import LAT_UNITS, LON_UNITS, coordinate_role
 from taylorformer.errors import BatchError
 from taylorformer.files import atomic_path, check_output_path
-from taylorformer.normaliser import Normaliser, latlon_to_xyz
+from taylorformer.normaliser import Normaliser, default_names, latlon_to_xyz
 from taylorformer.prediction.calibration import apply_spread_scale
 from taylorformer.prediction.query import DEFAULT_LEVELS, MAX_MAGNITUDE, predict_query, read_csv
 
@@ -118,8 +118,10 @@ def field_inputs(normaliser, dim_x, names=None, time_input=None):
     (a ``gridded``-task model: ``space`` and ``time_input`` recorded): the two spatial
     coordinates (unit vectors where ``space_inputs`` is ``"xyz"`` on a geographic grid) and
     the window-time input fixed at ``time_input`` (default the recorded one: the most recent
-    step). Otherwise the grid's coordinates are the inputs as they are; a model taking
-    other feature groups is refused."""
+    step). Otherwise the grid's coordinates are the inputs as they are: those named as the
+    training inputs (the normaliser's ``x_names``), in that order, whatever the grid's dim
+    order (the grid's dims in order only for a model whose inputs have default names, ``x0,
+    x1``); a model taking other feature groups is refused."""
     coordinates = normaliser.coordinates or {}
     span, extent = coordinates.get("span"), coordinates.get("extent")
     if normaliser.groups and coordinates.get("space") is not None:
@@ -152,6 +154,8 @@ def field_inputs(normaliser, dim_x, names=None, time_input=None):
     if names is not None and len(names) != dim_x:
         raise BatchError(f"predict_field: {len(names)} input coordinate(s) {list(names)} given but the "
                          f"model takes {dim_x} inputs")
+    if names is None and list(normaliser.x_names) != default_names("x", dim_x):
+        names = normaliser.x_names  # the training inputs by name, never the grid's dim order
     return FieldInputs(dim_x, None if names is None else list(names), span=span, extent=extent)
 
 

@@ -216,3 +216,16 @@ def test_the_estimate_is_the_written_file_and_the_memory_budget_is_kept(model, t
     assert in_memory.memory_bytes == estimate.memory_bytes + written
     with pytest.raises(BatchError, match="needs about .* of memory, more than the 1000 bytes budget.*--patch"):
         predict(model, points(), grid, norm, memory_budget=1000)
+
+
+def test_a_grid_is_read_by_the_training_input_names_whatever_its_dim_order(model):
+    """A model trained on inputs named ``x``, ``y``: a grid stored ``(y, x)`` gives the same
+    predictions as the same grid stored ``(x, y)`` (transposed), never swapped inputs; a
+    grid without those coordinates is refused naming them."""
+    norm, context = normaliser(names=("x", "y")), points().rename(columns={"x0": "x", "x1": "y"})
+    grid = plane().rename({"x0": "x", "x1": "y"})
+    by_xy = predict(model, context, grid, norm)
+    by_yx = predict(model, context, grid.transpose("y", "x"), norm)
+    np.testing.assert_allclose(by_yx.t_mean.transpose("x", "y").values, by_xy.t_mean.values, rtol=1e-5)
+    with pytest.raises(BatchError, match="x"):
+        predict(model, points(), plane(), norm)

@@ -306,12 +306,13 @@ def _cmd_forecast(args):
 
 
 def _cmd_plot_field(args):
-    from taylorformer.files import Outputs
+    from taylorformer.files import Outputs, not_a_file
     from taylorformer.plotting.fields import save_field_plot
     from taylorformer.plotting.saving import image_formats
 
-    if not os.path.isfile(args.field):
-        raise SpecError(f"field file {args.field} does not exist")
+    reason = not_a_file(args.field)
+    if reason:
+        raise SpecError(f"field file {args.field} {reason}")
     out = args.out or os.path.splitext(args.field)[0] + ".png"
     with Outputs(reads=(args.field,)) as outputs:
         save_field_plot(args.field, outputs.file(out, "--out", image_formats()), variable=args.variable)

@@ -20,6 +20,7 @@ The names of a run directory's files live here, at the bottom, because the outpu
 must know them; :mod:`taylorformer.workflow.run_dir` lays a run out with the same names.
 """
 import contextlib
+import errno
 import json
 import math
 import os
@@ -132,6 +133,22 @@ def json_text(value):
         return item
 
     return json.dumps(clean(value), indent=2, allow_nan=False)
+
+
+def not_a_file(path):
+    """Why ``path`` cannot be read as a file, as the end of a sentence naming it ("does not
+    exist", "is a directory", "is a symbolic link loop", ...), or None when it is a regular
+    file."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return "does not exist" + (" (a link to a missing file)" if os.path.islink(path) else "")
+    except OSError as exc:
+        return "cannot be read: " + ("a symbolic link loop" if exc.errno == errno.ELOOP
+                                     else exc.strerror or type(exc).__name__)
+    if os.path.isdir(path):
+        return "is a directory, not a file"
+    return None if os.path.isfile(path) else "is not a regular file"
 
 
 def check_output_path(path, flag="--output", reads=(), run_dir=None):

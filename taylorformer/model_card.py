@@ -22,7 +22,6 @@ model file (the zip rewritten beside it, then renamed over it; the weights are c
 byte for byte).
 """
 import datetime
-import errno
 import hashlib
 import json
 import os
@@ -31,7 +30,7 @@ import subprocess
 import zipfile
 
 from taylorformer.errors import ModelFileError, SpecError
-from taylorformer.files import atomic_path
+from taylorformer.files import atomic_path, not_a_file
 from taylorformer.normaliser import Normaliser, jsonable, task_info_of
 from taylorformer.spec import check_saved_spec
 
@@ -153,17 +152,9 @@ def _archive_json(archive, name, path):
 
 def _zip_config(path):
     """The ``config.json`` dict of the ``.keras`` file ``path``; ModelFileError naming it."""
-    try:
-        os.stat(path)
-    except FileNotFoundError:
-        raise ModelFileError(f"model file {path} does not exist" + (" (a link to a missing file)"
-                                                                     if os.path.islink(path) else "")) from None
-    except OSError as exc:
-        raise ModelFileError(f"model file {path} cannot be read: " + (
-            "a symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc))) from None
-    if not os.path.isfile(path):
-        raise ModelFileError(f"{path} is not a model file ("
-                             + ("a directory" if os.path.isdir(path) else "not a regular file") + ")")
+    reason = not_a_file(path)
+    if reason:
+        raise ModelFileError(f"model file {path} {reason}")
     try:
         with zipfile.ZipFile(path) as archive:
             config = _archive_json(archive, "config.json", path)

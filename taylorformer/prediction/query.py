@@ -113,7 +113,7 @@ def _load_numpy(path, expect):
 
 def read_csv(path):
     """The DataFrame of the CSV file ``path``; :class:`BatchError` naming it when it is
-    empty or cannot be parsed."""
+    empty, holds a header only, or cannot be parsed."""
     import pandas as pd
 
     try:
@@ -123,6 +123,8 @@ def read_csv(path):
     except (ValueError, OSError) as exc:  # parser errors, undecodable bytes
         raise BatchError(f"cannot read {path} as CSV: {type(exc).__name__}: {exc}") from None
     frame.columns = [str(c) for c in frame.columns]
+    if frame.empty:
+        raise BatchError(f"{path} has no rows (a header only): a CSV file needs one row per point")
     return frame
 
 

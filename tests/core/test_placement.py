@@ -271,6 +271,16 @@ def test_cli_refuses_to_overwrite_inputs_or_run_files_in_one_line(run_2d, tmp_pa
     assert cand.read_bytes() == before and (run_dir / "metrics.csv").read_text() == "step\n"
 
 
+def test_cli_names_a_header_only_candidates_file(run_2d, tmp_path, capsys):
+    """A candidates CSV with a header only is refused in one line naming the file."""
+    _, run_dir = run_2d
+    (tmp_path / "empty.csv").write_text("x0,x1\n")
+    code = main(["place", str(run_dir), "--checkpoint", "model", "--k", "2", "--output", str(tmp_path / "o.csv"),
+                 "--candidates", str(tmp_path / "empty.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"{tmp_path / 'empty.csv'} has no rows" in err, err
+
+
 def test_map_of_a_1d_placement_draws_before_and_after():
     from taylorformer.plotting.placement import plot_placement
 

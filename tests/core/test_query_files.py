@@ -100,7 +100,7 @@ def test_named_corrupt_files(tmp_path):
 def test_zero_query_points_is_an_error_naming_the_file(tmp_path, content):
     np.savez(tmp_path / "context.npz", xc=QUERY["xc"], yc=QUERY["yc"])
     (tmp_path / "q.csv").write_text(content)
-    with pytest.raises(BatchError, match=r"q.csv: no points to predict at"):
+    with pytest.raises(BatchError, match=r"q.csv has no rows \(a header only\)"):
         read_query(str(tmp_path / "q.csv"), context=str(tmp_path / "context.npz"))
     np.save(tmp_path / "q.npy", np.zeros((0, 1)))
     with pytest.raises(BatchError, match=r"q.npy: no points to predict at"):

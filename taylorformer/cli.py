@@ -245,7 +245,7 @@ def _cmd_plot(args):
 #: ``predict`` options that mean nothing with ``--grid`` (their defaults)
 GRID_UNUSED = {"input": None, "samples": 0}
 #: ``predict`` options that mean something only with ``--grid``
-GRID_ONLY = ("variable", "padding", "patch", "time_input", "plot")
+GRID_ONLY = ("variable", "padding", "patch", "time_input", "plot", "memory_budget")
 
 
 def _cmd_predict(args):
@@ -268,6 +268,7 @@ def _cmd_predict(args):
 
 
 def _predict_grid(args):
+    from taylorformer.models.bounded_sampling import parse_memory
     from taylorformer.prediction import fields
     from taylorformer.workflow import runs
 
@@ -285,7 +286,9 @@ def _predict_grid(args):
                                                                else args.padding),
                "patch": None if args.patch is None else (args.patch[0] if len(args.patch) == 1 else args.patch),
                "levels": args.quantiles or fields.DEFAULT_LEVELS, "chunk_size": args.chunk_size,
-               "progress": not args.quiet, "seed": args.seed}
+               "progress": not args.quiet, "seed": args.seed,
+               "memory_budget": None if args.memory_budget is None else parse_memory(args.memory_budget,
+                                                                                     "--memory-budget")}
     output, cells = runs.predict_field_run(args.run_dir, args.grid, args.context, args.output,
                                            checkpoint=args.checkpoint, recalibration=args.recalibration,
                                            plot=args.plot, **options)
@@ -548,6 +551,8 @@ def build_parser():
     p.add_argument("--time-input", type=finite_float, metavar="T",
                    help="with --grid, a gridded-task run: the window-time input (default: the last step)")
     p.add_argument("--plot", metavar="PNG", help="with --grid: also draw the maps here")
+    p.add_argument("--memory-budget", metavar="SIZE", help="with --grid: refuse a grid whose estimated memory "
+                   "exceeds this, e.g. 2GB (default: the memory available)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or line")
     p.add_argument("--checkpoint", choices=["best", "model"], default="best")
     p.add_argument("--quantiles", type=probability, nargs="+", metavar="Q",

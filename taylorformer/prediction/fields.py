@@ -852,7 +852,7 @@ def check_grid_estimate(estimate, where, output, memory_budget=None):
         raise BatchError(f"grid {where}: predicting it needs about {bytes_text(estimate.memory_bytes)} of memory, "
                          f"more than the {bytes_text(budget)} {'budget' if memory_budget else 'available'} "
                          f"({estimate.describe()}); use smaller tiles (--patch N){'' if output else ', write to a file (output=)'}"
-                         " or a larger memory_budget")
+                         " or a larger memory budget (--memory-budget, memory_budget=)")
     if output is not None:
         import shutil
 

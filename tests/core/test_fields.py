@@ -391,6 +391,13 @@ def test_cli_errors_for_bad_grids(gp_run, tmp_path, capsys, monkeypatch):
                                                                          "--samples", "3"])
     assert "--padding go with --grid" in _error(capsys, ["predict", str(gp_run), "--input", "x.csv", "--output",
                                                          str(tmp_path / "o.csv"), "--padding", "1"])
+    assert "--memory-budget go with --grid" in _error(capsys, ["predict", str(gp_run), "--input", "x.csv",
+                                                               "--output", str(tmp_path / "o.csv"),
+                                                               "--memory-budget", "1GB"])
+    # a memory budget the grid's estimate exceeds (refused before any work, naming the way out)
+    monkeypatch.setattr(fields, "MAX_GRID_CELLS", 10**8)
+    err = _error(capsys, base + ["--grid", str(tmp_path / "grid.nc"), "--memory-budget", "1kB"])
+    assert "more than the 1000 bytes budget" in err and "--memory-budget" in err, err
     assert not (tmp_path / "o.nc").exists()
 
 

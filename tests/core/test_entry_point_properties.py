@@ -35,7 +35,7 @@ TASK = {"num_context": [3, 6], "num_target": 6}
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("props") / "run"
     training.train(model=TINY, task="gp", task_config=TASK, out_dir=str(out), steps=2, batch_size=2,
-                   val_every=2, val_batches=1, verbose=0, tensorboard=False, jit_compile=False)
+                   val_every=2, val_batches=1, verbose=0, tensorboard=False, jit_compile=False, evaluate=False)
     return out
 
 

@@ -63,7 +63,7 @@ def run(tmp_path_factory):
     config = {"path": str(root / "series.csv"), "target_columns": "co2", "date_column": "date",
               "context_length": 12, "horizon": 4, "split": [0.6, 0.2, 0.2]}
     training.train(TINY, "csv", task_config=config, out_dir=str(root / "run"), steps=3, batch_size=4,
-                   val_every=3, val_batches=1, checkpoint_every=3, tensorboard=False, verbose=0)
+                   val_every=3, val_batches=1, checkpoint_every=3, tensorboard=False, verbose=0, evaluate=False)
     return root / "run"
 
 

@@ -21,7 +21,7 @@ from taylorformer.workflow.runs import load_run
 
 TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2, "head_dim": 8},
         "head": {"width": 16, "hidden_layers": 1}}
-TRAIN = {"steps": 2, "batch_size": 2, "val_every": 2, "val_batches": 1, "checkpoint_every": 2,
+TRAIN = {"evaluate": False, "steps": 2, "batch_size": 2, "val_every": 2, "val_batches": 1, "checkpoint_every": 2,
          "tensorboard": False, "verbose": 0}
 
 

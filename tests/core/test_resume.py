@@ -51,7 +51,7 @@ def test_interrupted_then_resumed_run_matches_uninterrupted(tmp_path):
     cut = tmp_path / "cut"
     assert (cut / "checkpoints" / "latest").read_text() == "step-00000020"
 
-    resumed = training.train(resume=str(cut), verbose=0)
+    resumed = training.train(resume=str(cut), verbose=0, evaluate=False)
     assert int(resumed.step.numpy()) == 40
     for a, b in zip(weights(full.model), weights(resumed.model)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -68,11 +68,11 @@ def test_non_finite_loss_stops_and_leaves_checkpoints_untouched(tmp_path):
     snapshot = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "metrics.csv"}
     assert not [p for p in snapshot if ".tmp" in str(p.relative_to(out))]  # no temp file left
     with pytest.raises(FloatingPointError, match="checkpoints .* still hold the last good weights"):
-        training.train(resume=str(out), steps=60, learning_rate=1e9, verbose=0)
+        training.train(resume=str(out), steps=60, learning_rate=1e9, verbose=0, evaluate=False)
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "metrics.csv"}
     changed = [p.name for p in snapshot if p in after and after[p] != snapshot[p]]
     assert set(changed) <= {"config.json"}  # only the (new) config was rewritten
-    restored = training.train(resume=str(out), steps=10, verbose=0)
+    restored = training.train(resume=str(out), steps=10, verbose=0, evaluate=False)
     for a, b in zip(weights(trainer.model), weights(restored.model)):
         np.testing.assert_array_equal(a, b)
 
@@ -147,7 +147,7 @@ def test_sigkill_at_any_moment_then_resume_equals_an_uninterrupted_run(tmp_path)
         step = trainer.restore_latest()
         assert step >= 1 and all(np.isfinite(w).all() for w in weights(trainer.model))
     # the killed run, resumed for 3 more steps, ends where an uninterrupted run does
-    resumed = training.train(resume=str(out), steps=step + 3, verbose=0)
+    resumed = training.train(resume=str(out), steps=step + 3, verbose=0, evaluate=False)
     assert int(resumed.step.numpy()) == step + 3
     full = training.train(TINY, "gp", TASK, out_dir=str(tmp_path / "full"), steps=step + 3,
                           val_every=100000, **KILLING)

@@ -170,7 +170,7 @@ def test_trained_run_predicts_at_survey_points_in_data_units(tmp_path, capsys):
     rebuilt = make_task("fitted-gp", task.get_config())                   # the recorded prior: no second fit
     assert capsys.readouterr().err == "" and rebuilt.get_config() == task.get_config()
     training.train(TINY, task, out_dir=str(tmp_path / "run"), steps=3, batch_size=4, val_every=3,
-                   val_batches=1, verbose=0, tensorboard=False, jit_compile=False)
+                   val_batches=1, verbose=0, tensorboard=False, jit_compile=False, evaluate=False)
     points = pd.DataFrame({"easting": [-100.0, 500.0, 1200.0], "northing": [50.0, 500.0, 900.0]})
     points.to_csv(tmp_path / "points.csv", index=False)
     code = cli.main(["predict", str(tmp_path / "run"), "--input", str(tmp_path / "points.csv"), "--context", survey,

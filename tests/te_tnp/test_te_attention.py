@@ -310,7 +310,7 @@ def test_training_with_location_update(tmp_path):
             "head": {"width": 16}}
     trainer = training.train(spec, "gp", {"num_context": [3, 8], "num_target": 8},
                              out_dir=str(tmp_path / "run"), steps=1, batch_size=4, val_every=1,
-                             val_batches=1, verbose=0)
+                             val_batches=1, verbose=0, evaluate=False)
     first = trainer.model.encoder.attn[0].phi.trainable_variables  # w0, b0, w_out, b_out
     before = [v.numpy().copy() for v in first]
     trainer.cfg.steps = 3

@@ -48,7 +48,7 @@ def rows_per_chunk(monkeypatch):
     return force
 
 
-@pytest.mark.parametrize("order", ["given", "random"])
+@pytest.mark.parametrize("order", [pytest.param("given", marks=pytest.mark.long), "random"])  # long: CI time
 def test_chunked_samples_equal_unchunked_samples(order, rows_per_chunk):
     model, batch = model_of("taylorformer"), batch_of()
     whole, info = model.sample(batch, 4, order=order, seed=3, return_info=True)

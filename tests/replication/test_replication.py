@@ -416,9 +416,13 @@ SMOKE = {"encoder": {"layers": 1}}
 #: test_training, the task in the TE-TNP's run) and BSA-TNP's generic-spatial run (the model in
 #: its 2-D GP run, the task's options in test_spatial_tasks); Beijing runs end to end in
 #: test_beijing_rows_run_on_uci_format_files_with_a_block_error_bar
+#: (CI time) so are BSA-TNP's 2-D GP run (the model runs end to end in its SIR run, its task
+#: in test_bsa and test_spatial_tasks), the TE-PT-TNP's T-CIFAR10 run (its T-MNIST run is the
+#: same code on other images) and the Taylorformer's EMNIST run (its other image runs)
 LONG_RUNS = {"taylorformer-electricity-192", "tnp-a-electricity-192", "tnp-a-emnist", "tnp-a-celeba",
              "te-pt-tnp-m16-gp-te-tnp", "tnp-a-ett-192", "tnp-a-gp-eq", "cnp-gp-te-tnp",
-             "bsa-tnp-generic-spatial", "bsa-tnp-beijing-air"}
+             "bsa-tnp-generic-spatial", "bsa-tnp-beijing-air", "bsa-tnp-gp2d", "te-pt-tnp-m64-t-cifar10",
+             "taylorformer-emnist"}
 
 
 def _run_params():

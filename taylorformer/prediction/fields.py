@@ -62,7 +62,7 @@ import numpy as np
 from taylorformer.checks import available_memory, check_int
 from taylorformer.coordinates import LAT_UNITS, LON_UNITS, coordinate_role
 from taylorformer.errors import BatchError
-from taylorformer.files import atomic_path, check_output_path
+from taylorformer.files import atomic_path, check_output_path, not_a_file
 from taylorformer.normaliser import Normaliser, default_names, latlon_to_xyz
 from taylorformer.prediction.calibration import apply_spread_scale
 from taylorformer.prediction.query import DEFAULT_LEVELS, MAX_MAGNITUDE, predict_query, read_csv
@@ -358,8 +358,8 @@ def _open(source, what):
         return source, f"the given {what} Dataset"
     if not isinstance(source, (str, os.PathLike)):
         raise BatchError(f"{what} must be an xarray Dataset/DataArray or a netCDF path, got {type(source).__name__}")
-    if not os.path.isfile(source):
-        raise BatchError(f"{what} file {source} does not exist")
+    if reason := not_a_file(source):
+        raise BatchError(f"{what} file {source} {reason}")
     try:
         return xr.open_dataset(source), str(source)
     except Exception as exc:  # noqa: BLE001 the netCDF backends raise many types
@@ -519,8 +519,8 @@ def read_context(source, names, value=None, where_grid=None):
     import xarray as xr
 
     if isinstance(source, (str, os.PathLike)) and str(source).lower().endswith(".csv"):
-        if not os.path.isfile(source):
-            raise BatchError(f"context file {source} does not exist")
+        if reason := not_a_file(source):
+            raise BatchError(f"context file {source} {reason}")
         source, where = read_csv(source), str(source)
     else:
         where = "the context DataFrame" if isinstance(source, pd.DataFrame) else None

@@ -28,6 +28,7 @@ import numpy as np
 
 from taylorformer.checks import check_int
 from taylorformer.errors import BatchError
+from taylorformer.files import not_a_file
 
 #: batch keys of the context and of the targets (``yt`` is filled with zeros)
 CONTEXT_KEYS = ("xc", "yc", "sc", "tc")
@@ -147,8 +148,8 @@ def read_query(path, context=None, x_columns=None, y_columns=None, names=None, d
     (float32; float64 for raw data a normaliser maps first) ``[B, N, D]``; every value is
     checked finite, naming the file and the key. ``names``: ``(x names, y names)`` a CSV's
     columns default to where it has them all (a model's variable names)."""
-    if context is not None and not os.path.isfile(context):
-        raise BatchError(f"context file {context} does not exist")
+    if context is not None and (reason := not_a_file(context)):
+        raise BatchError(f"context file {context} {reason}")
     x_names, y_names = names or (None, None)
     query = _read_inputs_file(path, x_columns, CONTEXT_KEYS + TARGET_KEYS, x_names)
     if context is not None:
@@ -184,8 +185,8 @@ def read_inputs(path, x_columns=None, x_names=None, dtype=np.float32):
 def _read_inputs_file(path, x_columns, keys, x_names=None):
     """``{key: array}`` of an inputs file: ``xt`` from a ``.csv`` (its x columns) or
     ``.npy``; those of ``keys`` present in an ``.npz``/``.nc``."""
-    if not os.path.isfile(path):
-        raise BatchError(f"inputs file {path} does not exist")
+    if reason := not_a_file(path):
+        raise BatchError(f"inputs file {path} {reason}")
     ext = check_format(path)
     if ext == ".csv":
         return {"xt": _columns(read_csv(path), path, x_columns, "x", x_names)}

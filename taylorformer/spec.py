@@ -41,7 +41,7 @@ from taylorformer.checks import check_choice, check_size, check_size_bounds, che
 from taylorformer.errors import SpecError, UnknownComponentError, close_matches
 from taylorformer.hookspecs import KINDS
 
-MODEL_KINDS = ("conditional", "autoregressive")
+MODEL_KINDS = ("conditional", "autoregressive", "latent")
 
 #: spec ``standardise``: the network's output units (:mod:`taylorformer.models.window_standardisation`)
 STANDARDISE_MODES = ("global", "window", "last")

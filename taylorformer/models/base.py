@@ -248,7 +248,7 @@ class NeuralProcess(FitMixin, keras.Model):
             prepared = with_masks(batch)
             check_finite_outputs(params, prepared, f"model {self.name!r}")
             self.check_training_range(prepared)
-        return self.likelihood.distribution(params)
+        return self.predictive_distribution(params)
 
     def compiled_distribution(self, batch):
         """:meth:`distribution` (inference) with the forward pass in a ``tf.function``,
@@ -262,6 +262,11 @@ class NeuralProcess(FitMixin, keras.Model):
         params = self._compiled_call(batch)
         check_finite_outputs(params, batch, f"model {self.name!r}")
         self.check_training_range(batch)
+        return self.predictive_distribution(params)
+
+    def predictive_distribution(self, params):
+        """The ``tfp`` distribution of the parameters :meth:`call` returns (the likelihood's;
+        a latent model's is a mixture over draws of z)."""
         return self.likelihood.distribution(params)
 
     def dummy_batch(self, nc=3, nt=2):

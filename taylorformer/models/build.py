@@ -2,10 +2,11 @@
 from taylorformer import registry
 from taylorformer.models.autoregressive import AutoregressiveNP
 from taylorformer.models.conditional import ConditionalNP
+from taylorformer.models.latent import LatentNP
 from taylorformer.spec import resolve_spec
 
 #: spec ``kind`` -> model class
-MODEL_CLASSES = {"conditional": ConditionalNP, "autoregressive": AutoregressiveNP}
+MODEL_CLASSES = {"conditional": ConditionalNP, "autoregressive": AutoregressiveNP, "latent": LatentNP}
 
 
 def build_model(spec, name=None, **overrides):

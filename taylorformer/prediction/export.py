@@ -141,7 +141,7 @@ def _module(model, normaliser):
         batch = {"xc": zx(xc), "yc": (yc - module.y_offset) / module.y_scale, "xt": zx(xt),
                  "yt": tf.zeros(tf.concat([tf.shape(xt)[:2], [dy]], 0)), "mask_c": mask_c, "mask_t": mask_t}
         params = model(batch, training=False)
-        dist = model.likelihood.distribution(params)
+        dist = model.predictive_distribution(params)
         scale = tf.abs(module.y_scale)
         out = {"mean": dist.mean() * module.y_scale + module.y_offset, "stddev": dist.stddev() * scale}
         for name, value in params.items():

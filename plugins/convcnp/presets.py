@@ -3,7 +3,7 @@
 Sizes of the BSA-TNP paper's ConvCNP baseline (App. A, the 2-D GP and SIR columns):
 16 grid points per unit ("each pixel has its own grid point" on a 64x64 image of
 [-2, 2]^2), SetConv encoding and decoding, 8 depthwise-separable residual blocks of kernel 9
-and 128 channels, a head of 3 hidden layers of 128; 482,180 parameters in 2-D (the paper:
+and 128 channels, a head of 3 hidden layers of 128; 482,310 parameters in 2-D (the paper:
 about 507K, its blocks also carrying batch normalisation). The grid follows the data on
 the lattice k / 16 with 72 points per dimension (4.5 units: [-2, 2] and a margin), so a
 shifted domain needs nothing and a wider one an override, e.g.

@@ -88,9 +88,7 @@ def eq_weights(x_query, x_points, lengthscale):
     """EQ kernel ``exp(-0.5 sum_d (q_d - p_d)^2 / l_d^2)``: ``x_query [..., Q, D]``,
     ``x_points [..., P, D]`` (broadcast over leading axes), ``lengthscale [D]`` ->
     ``[..., Q, P]``."""
-    q = x_query / lengthscale
-    p = x_points / lengthscale
-    diff = q[..., :, None, :] - p[..., None, :, :]
+    diff = (x_query[..., :, None, :] - x_points[..., None, :, :]) / lengthscale  # differences first: exact far from 0
     return tf.exp(-0.5 * tf.reduce_sum(tf.square(diff), -1))
 
 

@@ -174,10 +174,15 @@ def test_a_fixed_grid_warns_when_the_data_outrun_it():
 # ------------------------------------------------------------------ CNNs
 @pytest.mark.parametrize("kind, blocks, convs_per_block", [("conv", 3, 1), ("resconv", 2, 2)])
 def test_receptive_field(kind, blocks, convs_per_block):
-    """An output point depends on exactly 1 + convs * (k - 1) input points around it."""
+    """An output point depends on exactly 1 + convs * (k - 1) input points around it
+    (positive weights and inputs: every ReLU passes, so no gradient vanishes by chance)."""
     k, n = 5, 41
     cnn = GridCNN(1, kind, 4, blocks, k)
-    h = tf.random.normal([1, n, 4], seed=0)
+    rng = np.random.default_rng(0)
+    h = tf.constant(rng.uniform(0.5, 1.5, (1, n, 4)), tf.float32)
+    cnn(h)
+    for weight in cnn.weights:
+        weight.assign(rng.uniform(0.1, 1.0, weight.shape))
     with tf.GradientTape() as tape:
         tape.watch(h)
         y = tf.reduce_sum(cnn(h)[0, n // 2])
@@ -232,7 +237,14 @@ def test_preset_size_and_registration():
     assert model.count_params() == 482_310  # presets.py: the BSA-TNP paper's ~507K with batch norms
 
 
+def test_preset_saves_loads_and_ignores_padding(tmp_path):
+    testing.check_model({"preset": "convcnp", "dim_x": 2, "encoder": {"channels": 4, "blocks": 1, "kernel_size": 3},
+                         "head": {"width": 8, "hidden_layers": 1}}, directory=str(tmp_path))
+
+
 def test_preset_trains_under_xla_and_the_loss_goes_down(tmp_path):
+    """The default training compiles the step with XLA, which needs the grid's size fixed:
+    this is the one check of that (about 10 s, mostly the compilation)."""
     from taylorformer import Trainer, TrainConfig
     from taylorformer.task import make_task
 

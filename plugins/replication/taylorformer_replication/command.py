@@ -62,8 +62,9 @@ def list_rows(args):
         baseline = "-" if base is None else f"{base['name']} {cell(base['value'])}"
         budget = "" if ours is None else (f"{ours['budget']} ({ours['steps']} steps, "
                                           f"{100 * ours['budget_fraction']:.2g}% of the paper's)")
+        status = row["status"] + (f": {row['status_reason']}" if row["status_kind"] == "not implemented" else "")
         table.append((row["id"], row["metric"], replication.format_value(replication.get_row(row["id"])), value,
-                      budget, baseline, row["status"]))
+                      budget, baseline, status))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     for r in table:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])

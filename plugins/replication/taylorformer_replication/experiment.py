@@ -18,6 +18,23 @@ METRICS = {
     "nll": (False, "negative log-likelihood per target point"),
     "mse": (False, "mean squared error of the predictive mean per target point"),
 }
+#: metrics the papers print that replicate does not score: name -> (higher is better,
+#: description). Only a row that is not implemented (:attr:`Row.not_implemented`) names one.
+PRINTED_METRICS = {
+    "mae": (False, "mean absolute error of the predictive mean"),
+    "rmse": (False, "root mean squared error of the predictive mean"),
+    "coverage-95": (True, "coverage of the 95% predictive interval (the fraction of targets inside it)"),
+    "train-minutes": (False, "training wall time in minutes on the authors' GPU"),
+    "train-hours": (False, "wall time of the first 200 training epochs in hours on the authors' GPU"),
+    "infer-batches-per-s": (True, "inference batches per second on the authors' GPU"),
+    "infer-seconds": (False, "inference wall time in seconds on the authors' GPU"),
+    "train-gflops": (False, "compiled FLOPs of one training step (JAX cost analysis), in GFLOPs"),
+    "infer-gflops": (False, "compiled FLOPs of one inference step (JAX cost analysis), in GFLOPs"),
+    "memory-mb": (False, "inference memory in MB"),
+    "validation-loss": (False, "validation loss (undefined: per point or per task is not said)"),
+    "permutation-std": (False, "permutation spread (the mean over test sequences of the standard deviation "
+                               "of the log-likelihood over 40 orders of the targets)"),
+}
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "cosine")
 OWNER = "experiment"
@@ -127,6 +144,13 @@ class Row(ExperimentRecord):
     ``paper_decimals``: the decimals the paper prints its value and ``+-`` with, where a
     float cannot keep them (``-0.50 +- 0.00``: 2; None: as ``:g`` prints the value), which
     set the rounding tolerance of :func:`taylorformer_replication.replication.status`.
+
+    ``not_implemented``: why the row cannot be run here whatever the registry holds (a model
+    the library lacks, data that cannot be obtained offline, a protocol the paper does not
+    state, a metric replicate does not score); such a row needs no ``task``, ``training``,
+    ``evaluation`` or ``small`` and may name a :data:`PRINTED_METRICS` metric. A row whose
+    ``model`` is no registered preset is not implemented either, decided at list time
+    (:func:`taylorformer_replication.replication.implementation_gap`).
     """
 
     id: str
@@ -138,9 +162,9 @@ class Row(ExperimentRecord):
     task: str
     metric: str
     paper_value: float
-    training: Training
-    evaluation: Evaluation
-    small: SmallBudget
+    training: Training = None
+    evaluation: Evaluation = None
+    small: SmallBudget = None
     paper_error: float = None
     paper_error_kind: str = ""
     model_overrides: dict = dataclasses.field(default_factory=dict)
@@ -155,23 +179,28 @@ class Row(ExperimentRecord):
     paper_scale: float = None
     paper_scale_why: str = ""
     paper_decimals: int = None
+    not_implemented: str = ""
 
     def __post_init__(self):
         if not (isinstance(self.id, str) and self.id and self.id == self.id.strip().lower()
                 and " " not in self.id):
             raise SpecError(f"{OWNER} 'id' must be a non-empty lower-case name without spaces, got {self.id!r}")
         owner = f"{OWNER} {self.id!r}"
-        check_choice(owner, "metric", self.metric, tuple(METRICS))
+        if not isinstance(self.not_implemented, str):
+            raise SpecError(f"{owner} 'not_implemented' must be a string, got {self.not_implemented!r}")
+        check_choice(owner, "metric", self.metric,
+                     tuple(METRICS) + (tuple(PRINTED_METRICS) if self.not_implemented else ()))
         check_number(owner, "paper_value", self.paper_value)
         check_number(owner, "paper_error", self.paper_error, low=0, optional=True)
         check_int(owner, "paper_decimals", self.paper_decimals, minimum=0, maximum=MAX_DECIMALS, optional=True)
         for name, kind in (("training", Training), ("evaluation", Evaluation), ("small", SmallBudget)):
-            if not isinstance(getattr(self, name), kind):
-                raise SpecError(f"{owner} {name!r} must be a {kind.__name__}, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if not isinstance(value, kind) and not (value is None and self.not_implemented):
+                raise SpecError(f"{owner} {name!r} must be a {kind.__name__}, got {value!r}")
         for name in ("model_overrides", "task_config"):
             if not isinstance(getattr(self, name), dict):
                 raise SpecError(f"{owner} {name!r} must be a dict, got {getattr(self, name)!r}")
-        if self.small.steps > self.training.steps:
+        if self.small is not None and self.training is not None and self.small.steps > self.training.steps:
             raise SpecError(f"{owner}: the small budget's {self.small.steps} steps exceed the "
                             f"paper's {self.training.steps}")
         if not isinstance(self.notes, tuple) or not all(isinstance(n, str) for n in self.notes):
@@ -195,7 +224,7 @@ class Row(ExperimentRecord):
 
     @property
     def higher_is_better(self):
-        return METRICS[self.metric][0]
+        return {**METRICS, **PRINTED_METRICS}[self.metric][0]
 
     @property
     def run_name(self):
@@ -229,6 +258,25 @@ def register_rows(register, rows):
     :attr:`Row.summary`)."""
     for row in rows:
         register(row.id, row, description=row.summary)
+
+
+#: why a metric of :data:`PRINTED_METRICS` has no scorer here, by kind
+UNSCORED = {
+    "time": ("a wall-clock time on the authors' hardware, not a score of the model's predictions; replicate "
+             "records each run's own wall time (wall_s) instead"),
+    "flops": "a compiled-FLOP estimate of the authors' code (JAX cost analysis), not a score of the model's predictions",
+    "memory": ("an inference memory measurement on an unstated device, batch, model size and precision, not a "
+               "score of the model's predictions"),
+}
+
+
+def metric_not_scored(metric):
+    """The ``not_implemented`` reason of a row whose metric (:data:`PRINTED_METRICS`) replicate does not score."""
+    kind = ("time" if metric.startswith(("train-", "infer-")) and not metric.endswith("gflops") else
+            "flops" if metric.endswith("gflops") else "memory" if metric == "memory-mb" else None)
+    if kind:
+        return UNSCORED[kind]
+    return f"replicate scores no {PRINTED_METRICS[metric][1]}; it scores {', '.join(METRICS)}"
 
 
 def format_value(row):

@@ -43,6 +43,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import subprocess
 import tempfile
@@ -51,7 +52,7 @@ import warnings
 
 from taylorformer import registry
 from taylorformer.checks import check_int
-from taylorformer.errors import RunDirectoryError, SpecError, TaylorformerError
+from taylorformer.errors import RunDirectoryError, SpecError, TaylorformerError, UnknownComponentError
 from taylorformer.files import atomic_write_text
 from taylorformer.spec import deep_merge
 from taylorformer.workflow.run_dir import RunDirectory
@@ -89,7 +90,7 @@ BASELINE_COLUMNS = ("row", "baseline", "metric", "value", "stderr", "stderr_meth
 #: the kinds of a row's status (:func:`status`); a result trained on less than the paper's
 #: budget is never ``reproduced``: within the paper's tolerance it is ``level with paper``
 STATUSES = ("reproduced", "level with paper", "within 2 se", "below paper", "above paper", "below baseline",
-            "not run", "not comparable")
+            "not run", "not comparable", "not implemented")
 
 
 # ----------------------------------------------------------------------------- lookup
@@ -101,6 +102,28 @@ def get_row(row_id):
 def rows():
     """Every registered row, by id."""
     return [registry.get("experiment", name) for name in registry.names("experiment")]
+
+
+def implementation_gap(row):
+    """Why ``row`` cannot be run here, or ``""`` where it can: its :attr:`Row.not_implemented`,
+    else the model preset or task it names that the registry does not hold. Decided when it
+    is asked, so a row whose preset a plugin registers later runs with no change to it."""
+    if row.not_implemented:
+        return row.not_implemented
+    for kind, what, name in (("model", "model preset", row.model), ("task", "task", row.task),
+                             ("task", "task", row.eval_task()[0])):
+        try:
+            registry.entry(kind, name)
+        except UnknownComponentError:
+            return f"no {what} {name!r} in the registry"
+    return ""
+
+
+def check_implemented(row):
+    """SpecError naming the row and why, where it cannot be run (:func:`implementation_gap`)."""
+    gap = implementation_gap(row)
+    if gap:
+        raise SpecError(f"row {row.id!r} is not implemented: {gap}")
 
 
 
@@ -453,7 +476,8 @@ def _gap_se(*errors):
 
 def status(row, ours, baseline, earlier=None):
     """``(status, reason)`` of ``row`` (:data:`STATUSES`), given ``ours``, ``baseline`` and
-    ``earlier`` as :func:`list_rows` gives them. In order: ``not comparable`` (the row says
+    ``earlier`` as :func:`list_rows` gives them. In order: ``not implemented`` (why:
+    :func:`implementation_gap`), ``not comparable`` (the row says
     why), ``not run`` (no result under the row's protocol version; ``earlier``, a result
     under an older one, is named with how that protocol differed), ``below baseline``
     (worse than a reference baseline by more than twice the standard error of the gap: the
@@ -469,6 +493,9 @@ def status(row, ours, baseline, earlier=None):
     standard error that is missing (fewer than two blocks of windows) or understated (``iid``
     over overlapping windows, ``ours["stderr_understated"]``) counts as unknown: the gaps
     are then compared without it, and the reason says so."""
+    gap = implementation_gap(row)
+    if gap:
+        return "not implemented", gap
     if row.not_comparable:
         return "not comparable", row.not_comparable
     if ours is None or ours["value"] is None:
@@ -518,7 +545,8 @@ def status_label(kind, ours):
     """The status as shown: ``kind`` (:data:`STATUSES`), followed by the fraction of the
     paper's training steps ``ours`` ran where it is below the paper's budget
     (``below paper at 0.2% of the budget``)."""
-    fraction = None if ours is None or kind in ("not run", "not comparable") else ours.get("budget_fraction")
+    fraction = (None if ours is None or kind in ("not run", "not comparable", "not implemented")
+                else ours.get("budget_fraction"))
     if fraction is None or fraction >= 1:
         return kind
     return f"{kind} at {100 * fraction:.2g}% of the budget"
@@ -561,7 +589,10 @@ def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFA
         baseline, reason = _baseline(row, scored, None if ours is None else ours["num_tasks"])
         kind, why = status(row, ours, baseline, earlier)
         value, error = row.paper_comparable
-        listed.append({**dataclasses.asdict(row), "higher_is_better": row.higher_is_better,
+        fields = dataclasses.asdict(row)
+        if not row.not_implemented:  # listed only on the rows that have it
+            del fields["not_implemented"]
+        listed.append({**fields, "higher_is_better": row.higher_is_better,
                        "last": (mine.get(row.id) or [None])[-1], "recorded": (project.get(row.id) or [None])[-1],
                        "ours": ours, "earlier": earlier,
                        "paper_comparable": None if row.paper_scale is None else
@@ -575,13 +606,74 @@ def _cell(value, digits=4):
     return "" if value is None else f"{value:.{digits}g}"
 
 
+def _paper_name(item):
+    """The paper's short name: its title before the authors (``TE-TNP``)."""
+    return item["paper"].split(" (")[0]
+
+
+def _table_key(table):
+    """Sort key of a table label: ``Table 2`` before ``Table 10``, numbers before text."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", table)]
+
+
+def status_counts(listed):
+    """``{(paper, table): {status kind: rows}}`` of :func:`list_rows` items, by paper name
+    and each paper's tables in number order."""
+    counts = {}
+    for item in sorted(listed, key=lambda r: (_paper_name(r), _table_key(r["table"]))):
+        kinds = counts.setdefault((_paper_name(item), item["table"]), {})
+        kinds[item["status_kind"]] = kinds.get(item["status_kind"], 0) + 1
+    return counts
+
+
+def markdown_counts(listed):
+    """The rows counted by status kind (:data:`STATUSES`): one line per paper and table, a
+    line per paper and one for all rows (Markdown)."""
+    counts = status_counts(listed)
+    kinds = [k for k in STATUSES if any(k in c for c in counts.values())]
+    lines = ["| paper | table | rows | " + " | ".join(kinds) + " |", "|---|---|---|" + "---|" * len(kinds)]
+
+    def line(paper, table, tallies):
+        total = sum(sum(t.values()) for t in tallies)
+        cells = [str(sum(t.get(k, 0) for t in tallies)) for k in kinds]
+        return f"| {paper} | {table} | {total} | " + " | ".join(cells) + " |"
+
+    for paper in dict.fromkeys(p for p, _ in counts):
+        tables = [(t, c) for (p, t), c in counts.items() if p == paper]
+        lines += [line(paper, table, [c]) for table, c in tables]
+        lines.append(line(f"**{paper}**", "**all**", [c for _, c in tables]))
+    lines.append(line("**all papers**", "", list(counts.values())))
+    return "\n".join(lines) + "\n"
+
+
+def markdown_not_implemented(listed):
+    """The rows that cannot run here, grouped by paper, table and reason: how many, their
+    models and metrics (Markdown)."""
+    groups = {}
+    for item in listed:
+        if item["status_kind"] == "not implemented":
+            key = (_paper_name(item), item["table"], item["status_reason"])
+            groups.setdefault(key, []).append(item)
+    lines = ["| paper, table | rows | models | metrics | why not |", "|---|---|---|---|---|"]
+    for (paper, table, why), items in sorted(groups.items(), key=lambda g: (g[0][0], _table_key(g[0][1]), g[0][2])):
+        models = ", ".join(f"`{m}`" for m in dict.fromkeys(i["model"] for i in items))
+        metrics = ", ".join(dict.fromkeys(i["metric"] for i in items))
+        lines.append(f"| {paper} {table} | {len(items)} | {models} | {metrics} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_table(listed=None):
-    """The rows as one Markdown table (docs/replication.md): paper, ours and the baseline
-    with their error bars, the budget fraction and the status (of :func:`list_rows`)."""
+    """The generated block of docs/replication.md, from :func:`list_rows`: the rows counted
+    by status (:func:`markdown_counts`), one line per row that can run here (paper, ours
+    and the baseline with their error bars, the budget fraction and the status), and the
+    rows that cannot, grouped by why (:func:`markdown_not_implemented`)."""
     listed = list_rows() if listed is None else listed
-    lines = ["| row | paper, table | metric | paper | ours (stderr, method) | budget | wall | baseline "
+    runnable = [item for item in listed if item["status_kind"] != "not implemented"]
+    lines = [f"Rows by status ({len(listed)} rows; from `taylorformer replicate --list --json`):", "",
+             markdown_counts(listed), f"The {len(runnable)} rows that can run here:", "",
+             "| row | paper, table | metric | paper | ours (stderr, method) | budget | wall | baseline "
              "| status |", "|---|---|---|---|---|---|---|---|---|"]
-    for item in sorted(listed, key=lambda r: r["id"]):
+    for item in sorted(runnable, key=lambda r: r["id"]):
         paper = format_value(get_row(item["id"])).replace("+-", "±")
         if item["paper_comparable"]:
             paper += f" (per window: {item['paper_comparable']['value']:.4g})"
@@ -598,8 +690,11 @@ def markdown_table(listed=None):
         baseline = (f"{b['name']}{' (ceiling)' if b['kind'] == 'ceiling' else ''}: {_cell(b['value'])} ± "
                     f"{_cell(b['stderr'], 2) or 'n/a'} ({b['num_tasks']} tasks)" if b else f"none: {item['baseline_reason']}")
         state = f"**{item['status']}**: {item['status_reason']}"
-        lines.append(f"| `{item['id']}` | {item['paper'].split(' (')[0]} {item['table']} | {item['metric']} "
+        lines.append(f"| `{item['id']}` | {_paper_name(item)} {item['table']} | {item['metric']} "
                      f"| {paper} | {ours} | {budget} | {wall} | {baseline} | {state} |")
+    if len(runnable) < len(listed):
+        lines += ["", f"The {len(listed) - len(runnable)} rows that cannot run here (status `not implemented`), "
+                      "by why:", "", markdown_not_implemented(listed).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
@@ -670,6 +765,7 @@ def replicate(row_id, budget="small", out=None, results=DEFAULT_RESULTS, eval_ta
     from taylorformer.workflow import runs, training
 
     row = get_row(row_id)
+    check_implemented(row)
     label, steps = budget_steps(row, budget)
     check_int("replicate", "eval_tasks", eval_tasks, optional=True)
     check_int("replicate", "batch_size", batch_size, optional=True)
@@ -825,6 +921,7 @@ def score_baselines(row_id, results=DEFAULT_BASELINES, eval_tasks=None, task_con
     from taylorformer.workflow.baselines import summarise
 
     row = get_row(row_id)
+    check_implemented(row)
     check_int("replicate", "eval_tasks", eval_tasks, optional=True)
     if not row.baselines:
         raise SpecError(f"row {row.id!r} has no baseline: {row.no_baseline or 'none given'}")

@@ -4,7 +4,9 @@ as kind ``experiment`` through the ``register_experiments`` hook, as a third-par
 registers its own.
 
 Modules: :mod:`.taylorformer` (Nivron et al. 2023), :mod:`.te_tnp` (Ashman et al. 2024),
-:mod:`.te_tnp_thesis` (Sivaraya 2024: none yet, and why), :mod:`.bsa_tnp` (Jenson et al. 2025).
+:mod:`.te_tnp_thesis` (Sivaraya 2024), :mod:`.bsa_tnp` (Jenson et al. 2025). Each module's
+``TABLES`` counts the numbers each of its tables prints: every one of them is a row, runnable
+or ``not implemented`` with its reason.
 The model presets the rows name stay with their families' plugins (``taylorformer.plugins``).
 """
 from taylorformer.hookspecs import hookimpl

@@ -15,8 +15,17 @@ Their MAE, RMSE and "CVG at 95%" columns have no rows: our scorers compute the
 log-likelihood (NLL) and the per-task MSE, not a mean absolute error, a root of a pooled
 MSE or an interval coverage. Table 8's TabPFN (no likelihood) and NUTS MCMC columns, and
 the train times, have no model here.
+
+Every number the paper prints is a row (:data:`TABLES` counts them): Tables 1 and 3's
+TNP-D and PT-TE-TNP columns run (``tnp-d`` at the paper's App. A size, ``te-pt-tnp``), their
+ConvCNP columns name the ``convcnp`` preset (runnable once a plugin registers it); the MAE,
+RMSE, coverage, time and FLOP columns, Tables 4 and 5 (ERA5, which cannot be obtained
+offline), Table 8's TabPFN and NUTS and Table 10 are ``not implemented``, each with its
+reason, as is the abstract's scaling headline.
 """
-from taylorformer_replication.experiment import Evaluation, Row, SmallBudget, Training
+import dataclasses
+
+from taylorformer_replication.experiment import Evaluation, Row, SmallBudget, Training, metric_not_scored
 
 PAPER = "BSA-TNP (Jenson et al. 2025)"
 NOTES = (
@@ -316,3 +325,165 @@ def generic_row(model):
 ROWS += ([multires_row(m) for m in MULTIRES_VALUES] + [beijing_row(m) for m in BEIJING_VALUES]
          + [sphere_row(v, r) for v in SPHERE_VARIANTS for r in SPHERE_ROTATIONS]
          + [generic_row(m) for m in GENERIC_VALUES])
+
+
+# ----------------------------------------------------------------------------- Tables 1 and 3: other columns
+#: Tables 1 and 3's other columns' NLL per domain (train, shifted, scaled): model -> (value, +-)
+GP_OTHERS = {"convcnp": ((-0.22, 0.01), (-0.23, 0.00), (-0.24, 0.01)),
+             "tnp-d": ((-0.26, 0.00), (21.32, 9.23), (4.10, 0.67)),
+             "te-pt-tnp": ((0.32, 0.02), (0.32, 0.02), (1.28, 0.05))}
+SIR_OTHERS = {"convcnp": ((0.24, 0.00), (0.24, 0.00), (0.21, 0.00)),
+              "tnp-d": ((0.19, 0.00), (8.26, 0.80), (0.27, 0.01)),
+              "te-pt-tnp": ((0.26, 0.00), (0.26, 0.00), (0.38, 0.00))}
+MODEL_LABELS["convcnp"] = "ConvCNP"
+CONVCNP_NOTE = ("Model: the 'convcnp' preset at its own sizes (App. A gives the paper's ConvCNP about 500K "
+                "parameters on an induced grid; ConvCNP 'requires manual modification of the induced grid' on a "
+                "new domain, Sec. 5.2).")
+OTHER_MODEL_NOTES = {"convcnp": (CONVCNP_NOTE,), "tnp-d": (TNP_D_NOTE,), "te-pt-tnp": (PT_TE_TNP_NOTE,)}
+OTHER_OVERRIDES = {"convcnp": {}, "tnp-d": TNP_D_BSA_SIZE, "te-pt-tnp": {}}
+
+
+def other_row(base, model, value, error):
+    """``base`` (a BSA-TNP row of Table 1 or 3) for another column ``model``."""
+    overrides = dict(OTHER_OVERRIDES[model])
+    if base.task == "sir":
+        overrides["likelihood"] = dict(base.model_overrides["likelihood"])
+    return dataclasses.replace(
+        base, id=base.id.replace("bsa-tnp", model, 1), model=model, model_overrides=overrides,
+        dataset=f"{base.dataset} ({MODEL_LABELS[model]})", paper_value=value, paper_error=error,
+        run=base.run.replace("bsa-tnp", model, 1), protocol_version=1, earlier_protocols={},
+        notes=base.notes + OTHER_MODEL_NOTES[model])
+
+
+ROWS += [other_row(gp_row(d), m, *GP_OTHERS[m][i]) for m in GP_OTHERS for i, d in enumerate(DOMAINS)]
+ROWS += [other_row(sir_row(d), m, *SIR_OTHERS[m][i]) for m in SIR_OTHERS for i, d in enumerate(DOMAINS)]
+
+# ----------------------------------------------------------------------------- the columns no scorer reads
+#: a table's columns that replicate does not score, with the metric each is
+COLUMN_METRICS = {"MAE": "mae", "RMSE": "rmse", "CVG at 95%": "coverage-95", "Train (min)": "train-minutes",
+                  "Infer (batch/s)": "infer-batches-per-s", "Train GFLOPS": "train-gflops",
+                  "Infer GFLOPS": "infer-gflops"}
+MODEL_NAMES = {"ConvCNP": "convcnp", "TNP-D": "tnp-d", "PT-TE-TNP": "te-pt-tnp", "BSA-TNP": "bsa-tnp",
+               "TabPFN": "tabpfn", "NUTS MCMC": "nuts-mcmc"}
+#: table -> (id stem, dataset, task, {model label: {column: (value, +- or None)}})
+UNSCORED_COLUMNS = {
+    "Table 1": ("gp2d", "2-D GP", "gp-2d-bsa", {
+        "ConvCNP": {"Train (min)": (121.10, 1.02), "Infer (batch/s)": (27.56, 0.04)},
+        "TNP-D": {"Train (min)": (65.27, 0.04), "Infer (batch/s)": (63.95, 0.40)},
+        "PT-TE-TNP": {"Train (min)": (72.40, 0.08), "Infer (batch/s)": (73.35, 0.77)},
+        "BSA-TNP": {"Train (min)": (36.98, 0.09), "Infer (batch/s)": (103.74, 0.43)}}),
+    "Table 2": ("gp2d-multires", "2-D GP on two scales", "gp-2d-bsa", {
+        "PT-TE-TNP": {"MAE": (0.31, 0.01), "RMSE": (0.48, 0.01), "CVG at 95%": (0.95, 0.00),
+                      "Train (min)": (52.40, 0.05)},
+        "BSA-TNP": {"MAE": (0.25, 0.00), "RMSE": (0.41, 0.00), "CVG at 95%": (0.95, 0.00),
+                    "Train (min)": (16.23, 0.04)}}),
+    "Table 3": ("sir", "SIR epidemics", "sir", {
+        "ConvCNP": {"Train (min)": (119.51, 0.30), "Infer (batch/s)": (31.93, 0.08)},
+        "TNP-D": {"Train (min)": (51.42, 0.40), "Infer (batch/s)": (95.10, 1.05)},
+        "PT-TE-TNP": {"Train (min)": (60.55, 0.28), "Infer (batch/s)": (116.54, 2.69)},
+        "BSA-TNP": {"Train (min)": (23.60, 0.11), "Infer (batch/s)": (225.30, 1.98)}}),
+    "Table 6": ("beijing-air", "Beijing multi-site air quality", "beijing-air", {
+        "TNP-D": {"MAE": (0.04, 0.00), "RMSE": (0.06, 0.00), "CVG at 95%": (0.87, 0.01), "Train (min)": (9.08, 0.04)},
+        "PT-TE-TNP": {"MAE": (0.04, 0.00), "RMSE": (0.06, 0.00), "CVG at 95%": (0.92, 0.00),
+                      "Train (min)": (22.70, 0.09)},
+        "BSA-TNP": {"MAE": (0.04, 0.00), "RMSE": (0.06, 0.00), "CVG at 95%": (0.91, 0.01),
+                    "Train (min)": (12.24, 0.05)}}),
+    "Table 8": ("generic-spatial", "generic spatial model", "generic-spatial", {
+        "TabPFN": {"MAE": (1.20, 0.12), "RMSE": (1.50, 0.13), "CVG at 95%": (0.97, 0.02)},
+        "TNP-D": {"MAE": (0.98, 0.11), "RMSE": (1.25, 0.14), "CVG at 95%": (0.92, 0.03), "Train (min)": (45.13, 0.63)},
+        "PT-TE-TNP": {"MAE": (0.96, 0.12), "RMSE": (1.22, 0.13), "CVG at 95%": (0.94, 0.04),
+                      "Train (min)": (123.94, 1.53)},
+        "BSA-TNP": {"MAE": (0.90, 0.13), "RMSE": (1.15, 0.15), "CVG at 95%": (0.94, 0.04),
+                    "Train (min)": (51.48, 0.93)},
+        "NUTS MCMC": {"MAE": (0.91, 0.13), "RMSE": (1.16, 0.15), "CVG at 95%": (0.93, 0.03),
+                      "Train (min)": (102.86, 0.00)}}),
+    "Table 10": ("gp2d-cost", "2-D GP, compute cost", "gp-2d-bsa", {
+        "ConvCNP": {"Train GFLOPS": (88, None), "Infer GFLOPS": (23, None), "Train (min)": (121.10, 1.02),
+                    "Infer (batch/s)": (27.56, 0.04)},
+        "TNP-D": {"Train GFLOPS": (217, None), "Infer GFLOPS": (72, None), "Train (min)": (65.27, 0.04),
+                  "Infer (batch/s)": (63.95, 0.40)},
+        "PT-TE-TNP": {"Train GFLOPS": (310, None), "Infer GFLOPS": (101, None), "Train (min)": (72.40, 0.08),
+                      "Infer (batch/s)": (73.35, 0.77)},
+        "BSA-TNP": {"Train GFLOPS": (94, None), "Infer GFLOPS": (31, None), "Train (min)": (36.98, 0.09),
+                    "Infer (batch/s)": (103.74, 0.43)}}),
+}
+#: models of the tables that are not in the library
+MODEL_GAPS = {"tabpfn": "TabPFN is not in the library (and gives no log-likelihood, Table 8)",
+              "nuts-mcmc": "NUTS MCMC (4 chains of 2,000 warm-up and 2,000 samples) is not in the library"}
+
+
+def unscored_row(table, label, column, value, error):
+    stem, dataset, task, _ = UNSCORED_COLUMNS[table]
+    model, metric = MODEL_NAMES[label], COLUMN_METRICS[column]
+    return Row(id=f"{model}-{stem}-{metric}", paper=PAPER, table=table, dataset=f"{dataset} ({label}), {column}",
+               protocol=f"as the table's NLL column of {label} (App. B); the number is its {column} column",
+               model=model, task=task, metric=metric, paper_value=value, paper_error=error,
+               paper_decimals=2 if error is not None else None,
+               paper_error_kind="as printed (5 seeds, App. B)" if error is not None else "none printed",
+               not_implemented=MODEL_GAPS.get(model) or metric_not_scored(metric))
+
+
+ROWS += [unscored_row(table, label, column, *cell) for table, (_, _, _, cells) in UNSCORED_COLUMNS.items()
+         for label, columns in cells.items() for column, cell in columns.items()]
+ROWS.append(Row(
+    id="nuts-mcmc-generic-spatial", paper=PAPER, table="Table 8",
+    dataset="generic spatial model: GP + 10 fixed effects (NUTS MCMC)",
+    protocol="NUTS with 4 chains of 2,000 warm-up steps and 2,000 samples per task, on 5 tasks (App. B)",
+    model="nuts-mcmc", task="generic-spatial", metric="nll", paper_value=1.53, paper_error=0.18, paper_decimals=2,
+    paper_error_kind="as printed: the spread over 5 test tasks", not_implemented=MODEL_GAPS["nuts-mcmc"]))
+
+# ----------------------------------------------------------------------------- Tables 4 and 5: ERA5
+ERA5_GAP = ("the ERA5 surface air temperatures (Copernicus) cannot be obtained offline, and no task builds the "
+            "paper's forecasts (4 context frames and 1 test frame 6 hours apart, 0.25 degrees, elevation and hour "
+            "of day)")
+#: Table 4 (test on western Europe) and Table 5 (northern): model label -> column -> (value, +-)
+ERA5 = {
+    "Table 4": ("w-europe", "trained on central, validated on northern, tested on western Europe", {
+        "TNP-D": {"NLL": (1.00, 0.06), "MAE": (0.35, 0.01), "RMSE": (0.44, 0.01), "CVG at 95%": (0.79, 0.01),
+                  "Train (min)": (123.35, 3.43)},
+        "PT-TE-TNP": {"NLL": (0.21, 0.03), "MAE": (0.22, 0.00), "RMSE": (0.28, 0.00), "CVG at 95%": (0.87, 0.01),
+                      "Train (min)": (124.88, 0.04)},
+        "BSA-TNP": {"NLL": (-0.02, 0.06), "MAE": (0.18, 0.01), "RMSE": (0.24, 0.01), "CVG at 95%": (0.89, 0.02),
+                    "Train (min)": (120.25, 0.05)}}),
+    "Table 5": ("n-europe", "trained on central, validated on western, tested on northern Europe", {
+        "TNP-D": {"NLL": (1.59, 0.17), "MAE": (0.32, 0.02), "RMSE": (0.40, 0.02), "CVG at 95%": (0.66, 0.03),
+                  "Train (min)": (114.96, 0.08)},
+        "PT-TE-TNP": {"NLL": (0.22, 0.02), "MAE": (0.22, 0.00), "RMSE": (0.28, 0.00), "CVG at 95%": (0.87, 0.01),
+                      "Train (min)": (120.13, 0.04)},
+        "BSA-TNP": {"NLL": (-0.17, 0.05), "MAE": (0.16, 0.00), "RMSE": (0.21, 0.00), "CVG at 95%": (0.90, 0.02),
+                    "Train (min)": (115.48, 0.11)}}),
+}
+
+
+def era5_row(table, label, column, value, error):
+    region, split, _ = ERA5[table]
+    model, metric = MODEL_NAMES[label], "nll" if column == "NLL" else COLUMN_METRICS[column]
+    return Row(id=f"{model}-era5-{region}-{metric}", paper=PAPER, table=table,
+               dataset=f"ERA5 surface temperature, {split} ({label}), {column}",
+               protocol=("ERA5 2-m temperature at 0.25 degrees; x = (elevation, hour of day), s = (latitude, "
+                         "longitude), t = time; 4 context frames of 45-225 points and one 30 x 30 test frame 6 hours "
+                         "later; 100K steps at batch 8, constant 5e-4 (Sec. 5.3, App. B)"),
+               model=model, task="era5", metric=metric, paper_value=value, paper_error=error, paper_decimals=2,
+               paper_error_kind="as printed (5 seeds, App. B)",
+               not_implemented=ERA5_GAP if metric == "nll" else metric_not_scored(metric))
+
+
+ROWS += [era5_row(table, label, column, *cell) for table, (_, _, cells) in ERA5.items()
+         for label, columns in cells.items() for column, cell in columns.items()]
+
+# ----------------------------------------------------------------------------- the abstract's headline
+ROWS.append(Row(
+    id="bsa-tnp-scale-100k-context-1m-targets", paper=PAPER, table="Abstract",
+    dataset="inference with 100K context and 1M test points", protocol=(
+        "'running inference with over 1M test points with 100K context points in under a minute on a single 24GB "
+        "GPU' (abstract); no table, model size or task behind it"),
+    model="bsa-tnp", task="gp-2d-bsa", metric="infer-seconds", paper_value=60.0, paper_decimals=0,
+    paper_error_kind="an upper bound ('under a minute'), no error", not_implemented=metric_not_scored("infer-seconds")))
+
+#: the numbers each table prints (counted from the paper's text): Tables 1 and 3, 4 models x 5
+#: columns (NLL on three domains, train minutes, inference rate); Table 2, 2 models x 5 columns;
+#: Tables 4, 5, 6, 3 models x 5 columns (NLL, MAE, RMSE, CVG at 95%, train minutes); Table 7, 3
+#: variants x 3 rotations; Table 8, TabPFN's 3 printed cells and 4 models x 5 columns; Table 9 gives
+#: complexities in symbols, no number; Table 10, 4 models x 4 columns; the abstract's scaling claim
+TABLES = {"Table 1": 20, "Table 2": 10, "Table 3": 20, "Table 4": 15, "Table 5": 15, "Table 6": 15, "Table 7": 9,
+          "Table 8": 23, "Table 9": 0, "Table 10": 16, "Abstract": 1}

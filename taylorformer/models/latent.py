@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from taylorformer import components
 from taylorformer.batch import observed_tasks
+from taylorformer.models import window_standardisation
 from taylorformer.errors import SpecError
 from taylorformer.models.conditional import ConditionalNP
 
@@ -129,14 +130,23 @@ class LatentNP(ConditionalNP):
 
     def objective(self, batch, eps, training=None):
         """The training objective per target point, float64 ``[B]``, with z = loc + scale * eps
-        under q(z|C, T) (``eps [S, B, Dz]``, ``batch`` prepared)."""
+        under q(z|C, T) (``eps [S, B, Dz]``, ``batch`` prepared). With ``standardise: window``
+        (or ``last``) the network reads each window in its own units and the densities are
+        mapped back to the batch's (``- log scale`` per observed value)."""
+        log_scale = None
+        if self.standardise in window_standardisation.WINDOW_MODES:
+            shift, scale = self.window_statistics(batch)
+            batch, log_scale = window_standardisation.to_window_units(batch, shift, scale), tf.math.log(scale)
         inputs, _ = self._encoder_inputs(batch, None)
         p_loc, p_scale = self.latent(inputs)
         q_loc, q_scale = self.latent(inputs, posterior=True)
         z = q_loc + q_scale * tf.cast(eps, q_loc.dtype)
         params = self.decode(inputs, z, training=training)
         logp = self.likelihood.distribution(params).log_prob(tf.cast(batch["yt"], tf.float32))  # [S, B, Nt, Dy]
-        logp = tf.reduce_sum(tf.cast(logp, tf.float64) * tf.cast(batch["observed_t"], tf.float64), -1)
+        logp = tf.cast(logp, tf.float64)
+        if log_scale is not None:
+            logp -= tf.cast(log_scale, tf.float64)
+        logp = tf.reduce_sum(logp * tf.cast(batch["observed_t"], tf.float64), -1)
         mask = tf.cast(batch["mask_t"], tf.float64)
         recon = tf.reduce_sum(logp * mask, -1)  # [S, B]
         count = tf.maximum(tf.reduce_sum(mask, -1), 1.0)

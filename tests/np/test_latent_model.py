@@ -187,3 +187,18 @@ def test_train_evaluate_by_name_and_reload(tmp_path):
 def test_refusals(override, message):
     with pytest.raises(SpecError, match=message):
         tfm.build_model({"preset": "np", **override})
+
+
+def test_window_standardisation_is_affine_equivariant():
+    """With ``standardise: window`` the network reads each window in its own units, so
+    mapping every y to a + c y changes the training objective and the predictive
+    log-likelihood per point by exactly -log c."""
+    model = tfm.build_model({"preset": "np", "standardise": "window", "encoder": SMALL, "head": {"width": 16}})
+    randomise(model, 7)
+    batch = padded_batch(8)
+    moved = {**batch, "yc": 100.0 + 30.0 * batch["yc"], "yt": 100.0 + 30.0 * batch["yt"]}
+    eps = tf.constant(np.random.default_rng(9).normal(size=(2, 3, 4)).astype("float32"))
+    base, out = (model.objective(with_masks(b), eps).numpy() for b in (batch, moved))
+    np.testing.assert_allclose(out, base - np.log(30.0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tfm.loglik(model, moved).numpy(), tfm.loglik(model, batch).numpy() - np.log(30.0),
+                               rtol=1e-4, atol=1e-4)

@@ -26,7 +26,8 @@ class LatentEncoder(keras.layers.Layer):
     ``latent_post_layers`` (dense layers before / after the mean over points),
     ``self_attention`` (a self-attention block on the points of both paths, ANP),
     ``num_heads``, ``objective`` (``"elbo"`` | ``"iwae"``), ``train_samples`` (draws of z per
-    task and training step), ``eval_samples`` (draws of z in the predictive mixture).
+    task and training step), ``eval_samples`` (draws of z in the predictive mixture),
+    ``reconstruct_context`` (train on the context and targets together, not the targets alone).
     """
 
     latent = True
@@ -35,7 +36,7 @@ class LatentEncoder(keras.layers.Layer):
 
     def __init__(self, dim_x, dim_y, width=128, latent_dim=128, latent_layers=3, latent_post_layers=2,
                  self_attention=False, num_heads=8, objective="elbo", train_samples=1, eval_samples=50,
-                 **kwargs):
+                 reconstruct_context=True, **kwargs):
         super().__init__(**kwargs)
         owner = f"{self.component_name} encoder"
         self.dim_x, self.dim_y = dim_x, dim_y
@@ -47,6 +48,7 @@ class LatentEncoder(keras.layers.Layer):
         self.objective = check_choice(owner, "objective", objective, OBJECTIVES)
         self.train_samples = check_int(owner, "train_samples", train_samples, 1, MAX_ITEMS)
         self.eval_samples = check_int(owner, "eval_samples", eval_samples, 1, MAX_ITEMS)
+        self.reconstruct_context = check_bool(owner, "reconstruct_context", reconstruct_context)
         self.output_dim = self.width + self.latent_dim + dim_x
         self.latent_path = LatentPath(self.width, self.latent_dim, self.latent_layers, self.latent_post_layers,
                                       self.self_attention, self.num_heads, name="latent_path")
@@ -78,7 +80,8 @@ class LatentEncoder(keras.layers.Layer):
                 "latent_dim": self.latent_dim, "latent_layers": self.latent_layers,
                 "latent_post_layers": self.latent_post_layers, "self_attention": self.self_attention,
                 "num_heads": self.num_heads, "objective": self.objective,
-                "train_samples": self.train_samples, "eval_samples": self.eval_samples}
+                "train_samples": self.train_samples, "eval_samples": self.eval_samples,
+                "reconstruct_context": self.reconstruct_context}
 
 
 class NPEncoder(LatentEncoder):

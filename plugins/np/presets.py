@@ -6,11 +6,13 @@ and 2 after, deterministic path 4 before, decoder 4; ANP the same latent path an
 its deterministic path 4 dense layers for the values and 2 for the keys and queries, 8
 heads. The ANP's self-attention on the context (in both paths) is Kim et al.'s and the
 NP/ANP code's the paper says it follows (Nguyen & Grover 2022). Both train on the ELBO with
-one draw of z (Kim et al. 2019) and predict with a mixture over 50 draws from the prior.
+one draw of z over the context and targets together (Kim et al. 2019) and predict with a
+mixture over 50 draws from the prior.
 """
 
 _COMMON = {"width": 128, "latent_dim": 128, "latent_layers": 3, "latent_post_layers": 2,
-           "num_heads": 8, "objective": "elbo", "train_samples": 1, "eval_samples": 50}
+           "num_heads": 8, "objective": "elbo", "train_samples": 1, "eval_samples": 50,
+           "reconstruct_context": True}
 
 NP = {
     "description": "Neural process: mean-pooled deterministic and latent paths (Garnelo et al. 2018).",

@@ -8,10 +8,14 @@ The encoder is a *latent encoder* (``latent = True``), with
   the approximate posterior q(z|C, T) from the context and targets together);
 * ``call(batch, z [K, B, Dz]) -> [K, B, Nt, D]``: the target representations given K draws
   of z, which the head and the likelihood turn into K sets of per-point parameters;
-* ``objective`` (``"elbo"`` or ``"iwae"``), ``train_samples`` and ``eval_samples``.
+* ``objective`` (``"elbo"`` or ``"iwae"``), ``train_samples``, ``eval_samples`` and
+  ``reconstruct_context``.
 
 Training (``np_loss`` with ``training=True``) draws ``train_samples`` z from q(z|C, T) by
-reparameterisation and maximises, per target point (``n`` real targets):
+reparameterisation and maximises, per target point (``n`` real targets; with
+``reconstruct_context`` the targets are the context and the targets together, as NPs are
+trained in Garnelo et al. and Kim et al. and in Nguyen & Grover's code, and q is computed
+from that set):
 
 * ``"elbo"``: ``(E_q[sum_i log p(yt_i | z)] - KL(q || p)) / n`` (Kim et al. 2019), the
   expectation a mean over the draws and the KL between the two diagonal Gaussians in
@@ -137,9 +141,17 @@ class LatentNP(ConditionalNP):
         if self.standardise in window_standardisation.WINDOW_MODES:
             shift, scale = self.window_statistics(batch)
             batch, log_scale = window_standardisation.to_window_units(batch, shift, scale), tf.math.log(scale)
+        reconstruct = getattr(self.encoder, "reconstruct_context", False)
+        if reconstruct:  # the targets are the context and the targets
+            batch = {**batch, **{t: tf.concat([tf.cast(batch[c], tf.float32), tf.cast(batch[t], tf.float32)], 1)
+                                 for c, t in (("xc", "xt"), ("yc", "yt"), ("mask_c", "mask_t"),
+                                              ("observed_c", "observed_t"))}}
         inputs, _ = self._encoder_inputs(batch, None)
         p_loc, p_scale = self.latent(inputs)
-        q_loc, q_scale = self.latent(inputs, posterior=True)
+        if reconstruct:
+            q_loc, q_scale = self.encoder.latent_parameters(inputs["xt"], inputs["yt"], inputs["mask_t"])
+        else:
+            q_loc, q_scale = self.latent(inputs, posterior=True)
         z = q_loc + q_scale * tf.cast(eps, q_loc.dtype)
         params = self.decode(inputs, z, training=training)
         logp = self.likelihood.distribution(params).log_prob(tf.cast(batch["yt"], tf.float32))  # [S, B, Nt, Dy]

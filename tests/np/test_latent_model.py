@@ -75,9 +75,12 @@ def test_kl_and_log_density_match_tfp():
                                rtol=1e-10)
 
 
-@pytest.mark.parametrize("preset, objective", [("np", "elbo"), ("anp", "iwae")])
-def test_training_objective_matches_numpy(preset, objective):
-    model = small(preset, objective=objective)
+@pytest.mark.parametrize("preset, objective, reconstruct", [("np", "elbo", False), ("anp", "iwae", False),
+                                                              ("np", "iwae", True), ("anp", "elbo", True)])
+def test_training_objective_matches_numpy(preset, objective, reconstruct):
+    """With ``reconstruct_context`` the targets are the context and targets together and q
+    is computed from that set (NumPy: a batch built that way by hand)."""
+    model = small(preset, objective=objective, reconstruct_context=reconstruct)
     randomise(model, 1)
     batch = padded_batch(2)
     eps = np.random.default_rng(3).normal(size=(3, 3, 4)).astype("float32")  # S=3 draws
@@ -86,10 +89,19 @@ def test_training_objective_matches_numpy(preset, objective):
     prepared = with_masks(batch)
     p_loc, p_scale = (t.numpy().astype(np.float64) for t in model.latent(prepared))
     q_loc, q_scale = (t.numpy().astype(np.float64) for t in model.latent(prepared, posterior=True))
+    real = 4 + 3 + 2  # mask_t is 0 at padding and at the point whose only value is missing
+    if reconstruct:
+        batch = {**batch, "xt": np.concatenate([batch["xc"], batch["xt"]], 1),
+                 "yt": np.concatenate([batch["yc"], batch["yt"]], 1),
+                 "mask_t": np.concatenate([batch["mask_c"], batch["mask_t"]], 1)}
+        prepared = with_masks(batch)
+        q_loc, q_scale = (t.numpy().astype(np.float64) for t in model.encoder.latent_parameters(
+            prepared["xt"], prepared["yt"], prepared["mask_t"]))
+        real += 5 + 3 + 5
     z = q_loc + q_scale * eps
     logp = per_draw_loglik(model, batch, z.astype("float32"))  # [S, B, Nt]
-    mask = prepared["mask_t"].numpy()  # 0 at padding and at the point whose only value is missing
-    assert mask.sum() == 4 + 3 + 2
+    mask = prepared["mask_t"].numpy()
+    assert mask.sum() == real
     recon = (logp * mask[None]).sum(-1)  # [S, B]
     count = mask.sum(-1)
     if objective == "elbo":

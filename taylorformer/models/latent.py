@@ -84,7 +84,8 @@ class LatentNP(ConditionalNP):
         self.predictive = components.build(
             "likelihood", {"name": "mixture", "components": self.encoder.eval_samples, "min_scale": 0.0},
             "likelihood")
-        self.seed_generator = keras.random.SeedGenerator(0, name="latent_seed")
+        # the training draws of z: seeded from Keras' global seed (keras.utils.set_random_seed)
+        self.seed_generator = keras.random.SeedGenerator(name="latent_seed")
 
     # ------------------------------------------------------------------ the network
     def latent(self, batch, posterior=False):

@@ -11,10 +11,10 @@ Table 2 (multiresolution 2-D GP: BSA-TNP and PT-TE-TNP, our ``te-pt-tnp``), Tabl
 (Beijing air quality: TNP-D, PT-TE-TNP, BSA-TNP), Table 7 (GP on the sphere: the RBF,
 geodesic and embed-only variants of BSA-TNP, unrotated and at two rotations) and Table 8
 (generic spatial model: TNP-D, PT-TE-TNP, BSA-TNP): one NLL row per model and column.
-Their MAE, RMSE and "CVG at 95%" columns have no rows: our scorers compute the
+Their MAE, RMSE and "CVG at 95%" columns are rows that cannot run: our scorers compute the
 log-likelihood (NLL) and the per-task MSE, not a mean absolute error, a root of a pooled
-MSE or an interval coverage. Table 8's TabPFN (no likelihood) and NUTS MCMC columns, and
-the train times, have no model here.
+MSE or an interval coverage. Table 8's TabPFN (no likelihood) and NUTS MCMC are not in the
+library.
 
 Every number the paper prints is a row (:data:`TABLES` counts them): Tables 1 and 3's
 TNP-D and PT-TE-TNP columns run (``tnp-d`` at the paper's App. A size, ``te-pt-tnp``), their

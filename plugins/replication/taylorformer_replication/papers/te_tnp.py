@@ -1,14 +1,13 @@
 """Rows of the TE-TNP paper (Ashman et al. 2024) to replicate (kind ``experiment``).
 
 Table 5 (App. F.1): synthetic 1-D GP regression evaluated with the test inputs shifted by
-Delta in {0, 0.2, ..., 1} (log-likelihood per target point, higher is better). Every
-column whose model the library has is a row at every shift: TNP (``tnp-d``), CNP
-(``cnp``), TE-TNP (``te-tnp``) and TE-PT-TNP-M8/M16/M32 (``te-pt-tnp``). The PT-TNP
-columns have no row: the ``pseudo-token`` encoder never embeds x (it exists for the
+Delta in {0, 0.2, ..., 1} (log-likelihood per target point, higher is better), a row per
+column and shift: TNP (``tnp-d``), CNP (``cnp``), ConvCNP (``convcnp``), TE-TNP
+(``te-tnp``) and TE-PT-TNP-M8/M16/M32 (``te-pt-tnp``) run. The PT-TNP columns are not
+implemented: the ``pseudo-token`` encoder never embeds x (it exists for the
 translation-equivariant attention), so a PT-TNP is not a spec override of a preset here;
-RCNP and ConvCNP have no model in the library. Table 1 (Sec. 4.2, App. F.2): image
-completion on translated MNIST and CIFAR-10 with TE-PT-TNP-M64 and -M128 (the PT-TNP,
-CNP, RCNP and ConvCNP columns have no row, as above).
+nor is the RCNP in the library. Table 1 (Sec. 4.2, App. F.2): image completion on
+translated MNIST and CIFAR-10; the TE-PT-TNP-M64/-M128, CNP and ConvCNP columns run.
 
 The text extraction of the paper lost every minus sign and every ``+-``: "0.48 0.00"
 reads -0.48 +- 0.00. The 1-D signs are restored (with noise 0.2 a 1-D log-likelihood
@@ -16,11 +15,10 @@ cannot exceed about 0.19, so every 1-D value is negative). The image values are 
 positive: read as negative, the CNP (0.64, 0.72) would beat every other model of Table 1,
 which the text of Sec. 4.2 contradicts.
 
-Every other number the paper prints is a row too (:data:`TABLES` counts them): the ConvCNP
-columns name the ``convcnp`` preset (runnable once a plugin registers it); Table 1's CNP is
-the ``cnp`` preset at Dz = 32; the RCNP, PT-TNP, multi-task GP and GP columns, Tables 2 and
-3 (Kolmogorov flow and ERA5 data, which cannot be obtained offline), Table 6 (training
-times) and Table 7's bimodal test inputs are ``not implemented``, each with its reason.
+Every other number the paper prints is a row too (:data:`TABLES` counts them): the RCNP,
+PT-TNP, multi-task GP and GP columns, Tables 2 and 3 (Kolmogorov flow and ERA5 data, which
+cannot be obtained offline), Table 6 (training times) and Table 7's bimodal test inputs are
+``not implemented``, each with its reason; Table 7's uniform-input rows run.
 """
 import dataclasses
 

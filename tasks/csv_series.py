@@ -35,7 +35,8 @@ Protocol, for a series of ``N`` rows (after NaN handling) and one window of
   targets; known at the target rows too, e.g. a weather forecast or a price schedule)
   and the ``calendar_features`` of the row's date (:data:`CALENDAR_FEATURES`), so
   ``dim_x = 1 + len(covariate_columns) + (2 or 1) * len(calendar_features)``; with
-  ``lead_input`` one more, last: the row's log-scaled distance to the last context row
+  ``lead_input`` (the ``csv`` task's default; the named presets leave it out, as the
+  papers' protocol does) one more, last: the row's log-scaled distance to the last context row
   (:func:`window_leads`: 0 there, -1 or 1 at the furthest row), which tells a model the first
   leads apart where the position changes by only ``2 / (W - 1)`` per row.
 * Windows: ``train`` draws window starts uniformly at random (infinite, seeded by
@@ -462,11 +463,19 @@ class CSVSeriesTask(Task):
         calendar_encoding: ``"sincos"`` (two inputs per feature) or ``"linear"`` (one).
         lead_input: append the lead input (:func:`window_leads`) after the others: the
             log-scaled distance of each row to the last context row, so a model resolves
-            the first leads (the position input moves 2 / (C + H - 1) per row).
+            the first leads (the position input moves 2 / (C + H - 1) per row). On by
+            default; the named presets (``ett``, ``exchange-rate``, ...) follow the
+            papers' protocol and turn it off.
+        mirror: each training window is mirrored (its values negated about the training
+            mean, context and targets alike) with probability 1/2, so a model learns no
+            preferred direction of change: for a series without one (an exchange rate, a
+            price, an anomaly), where a drift of the training years would not hold later.
     """
 
     name = "csv"
     rebuildable = True
+    #: ``lead_input`` was off by default before; a run saved then records no value
+    changed_defaults = {"lead_input": False}
     @property
     def model_defaults(self):
         """Spec values a model trained on this task takes where its spec leaves them open:
@@ -477,7 +486,7 @@ class CSVSeriesTask(Task):
     def __init__(self, path=None, dataset=None, target_columns=None, date_column=None, column_names=None,
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1,
                  missing="mask", covariate_columns=None, calendar_features=None,
-                 calendar_encoding="sincos", lead_input=False):
+                 calendar_encoding="sincos", lead_input=True, mirror=False):
         import pandas as pd
 
         frame = path if isinstance(path, pd.DataFrame) else None
@@ -524,6 +533,9 @@ class CSVSeriesTask(Task):
         if not isinstance(lead_input, bool):
             raise TaskError(f"csv task: lead_input must be true or false, got {lead_input!r}")
         self.lead_input = lead_input
+        if not isinstance(mirror, bool):
+            raise TaskError(f"csv task: mirror must be true or false, got {mirror!r}")
+        self.mirror = mirror
         self.dim_x = (1 + len(self.covariate_columns) + len(features) * (2 if calendar_encoding == "sincos" else 1)
                       + int(lead_input))
         if not self.in_memory:
@@ -634,7 +646,8 @@ class CSVSeriesTask(Task):
                 "horizon": self.horizon, "eval_stride": self.eval_stride,
                 "missing": self.missing, "covariate_columns": list(self.covariate_columns),
                 "calendar_features": list(self.calendar_features),
-                "calendar_encoding": self.calendar_encoding, "lead_input": self.lead_input}
+                "calendar_encoding": self.calendar_encoding, "lead_input": self.lead_input,
+                "mirror": self.mirror}
 
     def extra_signature(self):
         import tensorflow as tf
@@ -761,7 +774,22 @@ class CSVSeriesTask(Task):
         c, h = self.context_length, self.horizon
         ds = window_starts_dataset(split, batch_size, seed, start, num_batches, lo, hi - lo - c - h + 1,
                                    None if split == "train" else self.window_starts(split))
+        if split == "train" and self.mirror:  # batch i's signs depend only on (seed, i), as its windows
+            ds = ds.enumerate(start=int(start)).map(lambda i, starts: self._mirrored(self._make_batch(starts), seed, i),
+                                                    num_parallel_calls=tf.data.AUTOTUNE)
+            return ds.prefetch(tf.data.AUTOTUNE)
         return ds.map(self._make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    @staticmethod
+    def _mirrored(batch, seed, index):
+        """``batch`` with each window's ``yc`` and ``yt`` negated (mirrored about the
+        training mean: they are z-scores) with probability 1/2, drawn from ``(seed, index)``."""
+        import tensorflow as tf
+
+        draw = tf.random.stateless_uniform(tf.shape(batch["yc"])[:1], seed=tf.stack(
+            [tf.constant(int(seed) + MIRROR_SEED_OFFSET, tf.int64), tf.cast(index, tf.int64)]))
+        sign = tf.where(draw < 0.5, -1.0, 1.0)[:, None, None]
+        return {**batch, "yc": batch["yc"] * sign, "yt": batch["yt"] * sign}
 
     # ------------------------------------------------------------------ forecasts
     def forecast(self, model, windows, num_samples=200, seed=0, memory_budget=None, progress=None):
@@ -897,9 +925,14 @@ def check_split(split, owner="csv task"):
     return tuple(float(r) for r in ratios)
 
 
+#: added to a run's seed for the signs of mirrored training windows (``mirror``), so they
+#: are not the window draws' random numbers
+MIRROR_SEED_OFFSET = 7919
+
+
 #: ETT (Zhou et al. 2021): ETTh1/ETTh2 hourly (17,420 rows), ETTm1/ETTm2 every 15 min;
 #: target oil temperature OT.
-ETT_PRESET = {"date_column": "date", "target_columns": ["OT"]}
+ETT_PRESET = {"date_column": "date", "target_columns": ["OT"], "lead_input": False}
 #: Lai et al. (2018): exchange rates of 8 countries (daily, 7,588 rows) and electricity
 #: use of 321 clients (hourly), no header, no dates. Columns are named as in the
 #: Autoformer CSVs ("0", "1", ..., "OT"): the target OT is the last column (for exchange
@@ -910,7 +943,8 @@ LAI_COLUMNS = {"exchange-rate": 8, "electricity": 321}
 def lai_preset(name):
     """Preset options of the Lai et al. (2018) series ``name``."""
     n = LAI_COLUMNS[name]
-    return {"dataset": name, "target_columns": ["OT"], "column_names": [str(i) for i in range(n - 1)] + ["OT"]}
+    return {"dataset": name, "target_columns": ["OT"], "column_names": [str(i) for i in range(n - 1)] + ["OT"],
+            "lead_input": False}
 
 
 @hookimpl

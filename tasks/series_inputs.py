@@ -53,6 +53,7 @@ def series_layout(normaliser):
         return None
     defaults = {k: p.default for k, p in inspect.signature(built.__init__).parameters.items()
                 if p.default is not inspect.Parameter.empty}
+    defaults.update(getattr(built, "changed_defaults", None) or {})  # a config records the newer values
     given = {**defaults, **keywords, **(info.get("config") or {})}
     layout = {"column_names": None, "missing": "mask", "calendar_encoding": "sincos", "lead_input": False,
               **{k: v for k, v in given.items() if k in OPTIONS and v is not None}}

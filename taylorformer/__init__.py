@@ -11,6 +11,7 @@ Front door::
     model.compile(optimizer="adamw"); model.fit(task.dataset("train", batch_size=16), ...)
     tfm.train("tnp-d", "gp", steps=2000)          # the CLI's run-directory training
     tfm.evaluate_run("runs/x")                    # a finished run's metrics (JSON dict)
+    tfm.cross_validate_run("runs/x", folds=5)     # a survey's held-out points, beside kriging
     tfm.place(model, candidates, context, k=5)    # sensor placement (docs/placement.md)
     tfm.export_run("runs/x", "served")            # a SavedModel that serves without taylorformer
     tfm.predict_field(model, points, grid)        # a field on a grid's coordinates (docs/fields.md)
@@ -84,6 +85,8 @@ _LAZY = {
     "Trainer": "taylorformer.workflow.training",
     "TrainConfig": "taylorformer.workflow.training",
     "evaluate_run": "taylorformer.workflow.runs",
+    "cross_validate": "taylorformer.workflow.cross_validation",
+    "cross_validate_run": "taylorformer.workflow.runs",
     "place": "taylorformer.prediction.placement",
     "export_model": "taylorformer.prediction.export",
     "export_run": "taylorformer.workflow.runs",

@@ -201,6 +201,12 @@ def _cmd_train(args):
 def _cmd_evaluate(args):
     from taylorformer.workflow import runs
 
+    if args.cross_validate is not None:
+        return _cross_validate(args)
+    given = [flag for flag, value in (("--survey", args.survey), ("--x-columns", args.x_columns),
+                                      ("--y-columns", args.y_columns)) if value is not None]
+    if given:
+        raise SpecError(f"{', '.join(given)} go with --cross-validate K only")
     plot = args.calibration_plot or f"{args.run_dir.rstrip('/')}/calibration-{args.split}.png"
     if args.calibration or args.recalibrate:  # the plot's path fails before the evaluation
         from taylorformer.files import Outputs
@@ -227,6 +233,29 @@ def _cmd_evaluate(args):
     headline = evaluation_headline(result)
     if headline:  # stdout stays one JSON document
         print(headline, file=sys.stderr)
+    if "verdict" in result:
+        print(f"verdict: {result['verdict']}", file=sys.stderr)
+    return 0
+
+
+#: ``evaluate`` options a cross-validation does not use (their defaults)
+CROSS_VALIDATION_UNUSED = {"task": None, "task_config": None, "batches": None, "split": "test", "batch_size": 16,
+                           "samples": None, "sampled_windows": 64, "consistency": 0, "calibration": False,
+                           "calibration_plot": None, "calibration_samples": 100, "teacher_forced": False,
+                           "recalibrate": False, "memory_budget": None}
+
+
+def _cross_validate(args):
+    from taylorformer.workflow import runs
+
+    given = [f"--{k.replace('_', '-')}" for k, default in CROSS_VALIDATION_UNUSED.items()
+             if getattr(args, k) != default]
+    if given:
+        raise SpecError(f"{', '.join(given)} do not go with --cross-validate (it scores held-out survey points)")
+    result = runs.cross_validate_run(args.run_dir, survey=args.survey, folds=args.cross_validate, seed=args.seed,
+                                     checkpoint=args.checkpoint, x_columns=args.x_columns,
+                                     y_columns=args.y_columns, baselines=not args.no_baselines)
+    print_json(result)
     if "verdict" in result:
         print(f"verdict: {result['verdict']}", file=sys.stderr)
     return 0
@@ -303,8 +332,12 @@ def _cmd_forecast(args):
 
     frame = forecasting.forecast_run(args.run_dir, args.history, args.output, horizon=args.horizon,
                                      num_samples=args.samples, quantiles=args.quantiles, seed=args.seed,
-                                     checkpoint=args.checkpoint, plot=args.plot, memory_budget=args.memory_budget)
+                                     checkpoint=args.checkpoint, plot=args.plot, memory_budget=args.memory_budget,
+                                     truth=args.truth)
     print(f"forecast of {len(frame)} step(s) written to {args.output}" + (f"; plot: {args.plot}" if args.plot else ""))
+    for col, score in frame.attrs.get("truth_scores", {}).items():
+        print(f"against the truth ({col}, {score['steps']} step(s)): mean absolute error {score['mae']:.4g}; "
+              f"persistence (the last history value) {score['persistence_mae']:.4g}")
     return 0
 
 
@@ -517,6 +550,17 @@ def build_parser():
             p.add_argument("--memory-budget", metavar="SIZE",
                            help="with --samples: bound on this process's memory while sampling, e.g. "
                                 "2GB or 512MiB, at most the machine's memory (default: what it holds plus 2 GB)")
+            p.add_argument("--cross-validate", type=positive_int, default=None, metavar="K",
+                           help="point models: K-fold cross-validation on a survey's own points (the model "
+                                "conditioned on the other folds) beside kriging and inverse-distance weighting")
+            p.add_argument("--survey", metavar="FILE",
+                           help="with --cross-validate: the survey (default: the file the run's task read)")
+            p.add_argument("--x-columns", type=_names, default=None,
+                           help="with --cross-validate: the survey's input columns, comma-separated")
+            p.add_argument("--y-columns", type=_names, default=None,
+                           help="with --cross-validate: the survey's output columns, comma-separated")
+            p.add_argument("--seed", type=non_negative_int, default=0,
+                           help="with --cross-validate: the seed of the folds (default 0)")
         else:
             p.add_argument("--out", help="PNG path (default RUN_DIR/predictions.png)")
             p.add_argument("--num-tasks", type=positive_int, default=4)
@@ -589,6 +633,8 @@ def build_parser():
     p.add_argument("--quantiles", type=probability, nargs="+", metavar="Q",
                    help="quantile levels (default 0.05 0.5 0.95)")
     p.add_argument("--plot", metavar="PNG", help="draw the history, mean, bands and a few paths here")
+    p.add_argument("--truth", metavar="SERIES.csv", help="the observed values of the forecast steps (laid out as "
+                   "the history; matched by date): drawn on the plot and scored beside persistence")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint", choices=["best", "model"], default="best")
     p.add_argument("--memory-budget", metavar="SIZE", help="autoregressive models: bound on this process's "

@@ -14,7 +14,12 @@ Protocol every task follows:
   (finite, fixed seeds: identical in every run);
 * ``get_config()`` -> JSON-serialisable dict that rebuilds the task;
 * optionally ``model_defaults``: a dict of spec values a model trained on the task takes
-  where its spec leaves them open (the forecasting tasks: ``{"standardise": "window"}``).
+  where its spec leaves them open (the forecasting tasks: ``{"standardise": "window"}``);
+* optionally ``changed_defaults``: ``{option: earlier default}`` for options whose default
+  changed between releases. A run records such an option where its value differs from
+  the earlier default, and a run's stored config without it is rebuilt with the earlier
+  default (:func:`taylorformer.workflow.runs.stored_task_config`), so runs saved before
+  the change load with the inputs they were trained on.
 
 Simulated tasks subclass :class:`Task` and implement :meth:`Task.sample`; tasks
 reading finite data (e.g. CSV series) override :meth:`Task.dataset`. ``sample`` runs on

@@ -44,7 +44,7 @@ import numpy as np
 
 from taylorformer.checks import check_int
 from taylorformer.errors import TaskError
-from taylorformer.files import Outputs, atomic_path
+from taylorformer.files import Outputs, atomic_path, not_a_file
 from taylorformer.workflow.runs import check_levels, load_model_file
 
 #: joint paths an autoregressive model draws for its mean, stddev and quantiles (at least)
@@ -352,11 +352,61 @@ def write_forecast(frame, output):
     return output
 
 
-def plot_forecast_file(frame, path, title=None):
+def read_truth(truth, frame, layout):
+    """``[H, Dy]`` observed values (NaN: not given) of the run's targets at ``frame``'s
+    forecast steps, from the CSV file or DataFrame ``truth`` laid out as the history (its
+    date column, matched by date; undated: its first rows in order). A file that gives
+    none of the forecast steps is a TaskError naming it."""
+    import pandas as pd
+
+    from taylorformer.tasks.csv_series import read_series, read_table
+
+    in_memory = isinstance(truth, pd.DataFrame)
+    if not in_memory and (reason := not_a_file(truth)):
+        raise TaskError(f"truth file {os.fspath(truth)!r} {reason}")
+    df, where = read_table(truth, None if in_memory else layout["column_names"], label="truth file")
+    if in_memory:
+        where = "truth DataFrame"
+    dated = frame.columns[0] != "step"
+    read = read_series(df, where, layout["target_columns"], date_column=frame.columns[0] if dated else None,
+                       missing="mask", in_memory=in_memory)
+    values = read["values"][:, :len(layout["target_columns"])]
+    out = np.full((len(frame), values.shape[1]), np.nan)
+    if dated:
+        steps = pd.DatetimeIndex(frame.iloc[:, 0])
+        given = to_zone(read["dates"], output_zone(read["timezone"], layout["timezone"], where))
+        rows = pd.Index(given).get_indexer(steps)
+        out[rows >= 0] = values[rows[rows >= 0]]
+    else:
+        n = min(len(values), len(frame))
+        out[:n] = values[:n]
+    if np.isnan(out).all():
+        raise TaskError(f"{where} gives no observed value at the forecast's {len(frame)} step(s)"
+                        + (f" ({frame.iloc[0, 0]} to {frame.iloc[-1, 0]})" if dated else ""))
+    return out
+
+
+def truth_scores(frame, truth):
+    """``{"steps", "mae", "persistence_mae"}`` per target over the forecast steps with an
+    observed truth: the mean absolute error of the forecast's mean, and of persistence
+    (the last observed history value) beside it, in the data's units."""
+    scores = {}
+    for j, col in enumerate(frame.attrs["targets"]):
+        seen = ~np.isnan(truth[:, j])
+        context = frame.attrs["context"][:, j]
+        last = context[~np.isnan(context)][-1] if (~np.isnan(context)).any() else np.nan
+        scores[col] = {"steps": int(seen.sum()),
+                       "mae": float(np.abs(frame[f"mean_{col}"].to_numpy()[seen] - truth[seen, j]).mean()),
+                       "persistence_mae": float(np.abs(last - truth[seen, j]).mean())}
+    return scores
+
+
+def plot_forecast_file(frame, path, title=None, truth=None):
     """Draw the history, mean, 50% and 90% bands and, for an autoregressive model, a few of
     its joint paths (a conditional model's draws are independent per step, not paths) of
     ``frame`` (:func:`forecast`'s) to ``path``
-    (:func:`taylorformer.plotting.forecasts.plot_forecast`), one panel per target."""
+    (:func:`taylorformer.plotting.forecasts.plot_forecast`), one panel per target, with
+    ``truth [H, Dy]`` (:func:`read_truth`) where given."""
     import pandas as pd
     from matplotlib.figure import Figure
 
@@ -377,6 +427,7 @@ def plot_forecast_file(frame, path, title=None):
     for j, (ax, col) in enumerate(zip(axes, targets)):
         plot_forecast(np.asarray(past), context[:, j], np.asarray(when), frame.attrs["paths"][:, :, j],
                       mean=frame[f"mean_{col}"].to_numpy(), num_paths=PLOT_PATHS if frame.attrs["joint"] else 0,
+                      truth=None if truth is None else truth[:, j],
                       ax=ax, label=col,
                       time_label="date" if dated else "step")
     if title:
@@ -385,20 +436,27 @@ def plot_forecast_file(frame, path, title=None):
 
 
 def forecast_run(run_dir, history, output, horizon=None, num_samples=0, quantiles=None, seed=0,
-                 checkpoint="best", plot=None, memory_budget=None, progress=None):
+                 checkpoint="best", plot=None, memory_budget=None, progress=None, truth=None):
     """``taylorformer forecast``: :func:`forecast` written to the CSV file ``output`` and,
     with ``plot``, drawn to that image; both checked before any work (never the history
     or the run's files) and put in place together (:class:`taylorformer.files.Outputs`).
+    ``truth``: the observed values of the forecast steps (:func:`read_truth`), drawn on the
+    plot and scored (:func:`truth_scores`, in ``frame.attrs["truth_scores"]``).
     Returns the frame."""
     from taylorformer.plotting.saving import image_formats
 
-    with Outputs(reads=(history,), run_dir=run_dir) as outputs:
+    with Outputs(reads=(history,) + ((truth,) if isinstance(truth, (str, os.PathLike)) else ()),
+                 run_dir=run_dir) as outputs:
         table = outputs.file(output, "--output", (".csv",))
         image = outputs.file(plot, "--plot", image_formats())
         frame = _forecast(run_dir, history, horizon=horizon, num_samples=num_samples, quantiles=quantiles,
                           seed=seed, checkpoint=checkpoint, memory_budget=memory_budget, progress=progress,
                           draws=PLOT_DRAWS if plot is not None else 0)
+        observed = None
+        if truth is not None:
+            observed = read_truth(truth, frame, run_layout(run_normaliser(run_dir, checkpoint), run_dir))
+            frame.attrs["truth_scores"] = truth_scores(frame, observed)
         write_forecast(frame, table)
         if image is not None:
-            plot_forecast_file(frame, image, title=f"forecast of {os.path.basename(str(history))}")
+            plot_forecast_file(frame, image, title=f"forecast of {os.path.basename(str(history))}", truth=observed)
     return frame

@@ -525,18 +525,18 @@ class Comparison:
                                    "teacher-forced" if self.teacher_forced else "")}
 
 
-def verdict(model_crps, baseline_crps, gaps, unit="", num_tasks=None, model_note=""):
+def verdict(model_crps, baseline_crps, gaps, unit="", num_tasks=None, model_note="", item="task"):
     """One sentence naming the best method on CRPS and its margin: the model against the
     best baseline (lowest mean CRPS), the paired difference ``gaps[name]`` (``{mean,
     stderr}``, model minus baseline) with its standard error; a difference within two
     standard errors is a tie. ``model_note`` qualifies the model's CRPS (e.g.
-    "teacher-forced")."""
+    "teacher-forced"); ``item``: what the ``num_tasks`` scored units are called."""
     best = min(baseline_crps, key=baseline_crps.get)
     gap, stderr = gaps[best]["mean"], gaps[best]["stderr"]
     unit = f" {unit}" if unit else ""
     margin = f"{abs(gap):.3g}{unit}" + (f" (standard error {stderr:.2g})" if math.isfinite(stderr)
-                                        else " (no error bar: too few independent tasks)")
-    where = f" over {num_tasks} task{'s' * (num_tasks != 1)}" if num_tasks else ""
+                                        else f" (no error bar: too few independent {item}s)")
+    where = f" over {num_tasks} {item}{'s' * (num_tasks != 1)}" if num_tasks else ""
     note = f" ({model_note})" if model_note else ""
     scores = f"CRPS {model_crps:.4g} for the model{note}, {baseline_crps[best]:.4g} for {best}{where}"
     if math.isfinite(stderr) and abs(gap) <= 2 * stderr:

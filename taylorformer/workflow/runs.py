@@ -80,6 +80,30 @@ def task_record(task):
     return record
 
 
+def changed_defaults(task_name):
+    """``{option: earlier default}`` of the task registered as ``task_name`` (its class's
+    ``changed_defaults``; empty for a task without one)."""
+    return dict(getattr(_registered_class(task_name), "changed_defaults", None) or {})
+
+
+def recorded_task_config(task_name, task_config, task_obj):
+    """The ``task_config`` a run records: the user's, plus each option of the task's
+    ``changed_defaults`` whose value differs from its earlier default (so the run rebuilds
+    the same task after a later change of defaults too)."""
+    config = dict(task_config or {})
+    for option, earlier in changed_defaults(task_name).items():
+        value = getattr(task_obj, option, earlier)
+        if option not in config and value != earlier:
+            config[option] = value
+    return config
+
+
+def stored_task_config(task_name, task_config):
+    """A run's stored ``task_config`` completed with the earlier defaults of the task's
+    ``changed_defaults``: a run written before a default changed did not record it."""
+    return {**changed_defaults(task_name), **(task_config or {})}
+
+
 def resolve_task(task, task_config=None):
     """A task object from a registered name (+ config) or a task object (no config)."""
     if isinstance(task, str):
@@ -103,7 +127,8 @@ def load_run(run_dir, checkpoint="best", task=None, task_config=None):
             f"task {config['task']!r}) holding data a run directory cannot store; pass the same "
             "task object again: load_run/evaluate_run/plot_run(run_dir, task=task)")
     if task is None:
-        task, task_config = config["task"], task_config or config.get("task_config")
+        task, task_config = config["task"], task_config or stored_task_config(config["task"],
+                                                                                config.get("task_config"))
     task_obj = resolve_task(task, task_config)
     spec = run.read_spec()
     if (task_obj.dim_x, task_obj.dim_y) != (spec.get("dim_x"), spec.get("dim_y")):
@@ -135,6 +160,37 @@ def evaluate_run(run_dir, task=None, task_config=None, num_batches=None, split="
                       num_samples=num_samples, consistency=consistency, memory_budget=memory_budget,
                       baselines=baselines, sampled_tasks=sampled_tasks)
     return {"run_dir": run_dir, "task": _task_label(task, config), **result}
+
+
+def cross_validate_run(run_dir, survey=None, folds=5, seed=0, checkpoint="best", x_columns=None,
+                       y_columns=None, baselines=True):
+    """:func:`taylorformer.workflow.cross_validation.cross_validate` of a run's model on a
+    survey file (``.csv`` columns named as the model's inputs and outputs, or
+    ``x_columns``/``y_columns``; ``.npz``/``.nc`` arrays ``xc``, ``yc``), in the data's
+    units. ``survey`` defaults to the file the run's task read (``fitted-gp``'s ``path``)."""
+    from taylorformer.prediction.query import read_query
+    from taylorformer.tasks.series_inputs import series_layout
+    from taylorformer.workflow.cross_validation import cross_validate
+
+    model = load_model_file(run_dir, checkpoint)
+    if survey is None:
+        config = RunDirectory(run_dir).read_config() if os.path.isfile(os.path.join(run_dir, "config.json")) else {}
+        survey = (config.get("task_config") or {}).get("path")
+        if not isinstance(survey, str):
+            raise SpecError(f"run {run_dir}: its task read no survey file; pass the survey to "
+                            "cross-validate on (--survey FILE)")
+    if model.normaliser is None:
+        raise SpecError(f"run {run_dir}: its model file has no normaliser (written before taylorformer saved "
+                        "one), so the survey's units cannot be mapped; retrain the run")
+    if series_layout(model.normaliser) is not None:
+        raise SpecError(f"run {run_dir} forecasts a series; cross-validation holds out points of a survey "
+                        "(evaluate scores a series on its test windows)")
+    names = (model.normaliser.x_names, model.normaliser.y_names)
+    query = read_query(survey, survey, x_columns=x_columns, y_columns=y_columns, names=names, dtype=np.float64)
+    if query["xc"].shape[0] != 1:
+        raise BatchError(f"survey {survey}: holds {query['xc'].shape[0]} tasks; cross-validation takes one survey")
+    return {"run_dir": run_dir, **cross_validate(model, query["xc"][0], query["yc"][0], folds=folds, seed=seed,
+                                                 baselines=baselines, source=survey)}
 
 
 def record_evaluation(run_dir, result):

@@ -407,8 +407,10 @@ def train(model="tnp-d", task="gp", task_config=None, out_dir=None, verbose=1, r
         out_dir = resume
     else:
         cfg = TrainConfig(**train_kwargs)
-    task_obj = runs.resolve_task(task, task_config)
-    record = {"task": task, "task_config": task_config} if given is None else runs.task_record(given)
+    task_obj = runs.resolve_task(task, runs.stored_task_config(task, task_config)
+                                 if resume and given is None else task_config)
+    record = ({"task": task, "task_config": runs.recorded_task_config(task, task_config, task_obj)}
+              if given is None else runs.task_record(given))
     if out_dir is None and cfg.strategy == "multi-worker":
         raise SpecError("--strategy multi-worker needs --out (out_dir): every worker must name "
                         "the same run directory, and a default name differs between machines")

@@ -181,7 +181,7 @@ def _series_task(tmp_path):
     pd.DataFrame({"date": pd.date_range("2020-01-01", periods=120, freq="h"),
                   "y": np.sin(t / 5.0) + 0.01 * t}).to_csv(tmp_path / "s.csv", index=False)
     return make_task("csv", {"path": str(tmp_path / "s.csv"), "target_columns": "y", "date_column": "date",
-                             "split": (0.6, 0.2, 0.2), "context_length": 4, "horizon": 5})
+                             "split": (0.6, 0.2, 0.2), "context_length": 4, "horizon": 5, "lead_input": False})
 
 
 def test_forecasts_are_the_same_whatever_the_budget_and_the_other_windows(tmp_path, rows_per_chunk):

@@ -34,7 +34,7 @@ TINY = {"preset": "tnp-d", "encoder": {"layers": 1, "width": 16, "num_heads": 2,
         "head": {"width": 16, "hidden_layers": 1}}
 TRAIN = {"evaluate": False, "steps": 2, "batch_size": 2, "val_every": 2, "val_batches": 1, "checkpoint_every": 2,
          "tensorboard": False, "verbose": 0}
-SERIES = {"context_length": 12, "horizon": 4}
+SERIES = {"context_length": 12, "horizon": 4, "lead_input": False}  # the inputs below: the position alone
 
 #: the fresh process: the command line on argv lists, each command's code and output as JSON
 DRIVER = textwrap.dedent("""

@@ -61,7 +61,7 @@ def run(tmp_path_factory):
                           "co2": 400.0 + 0.05 * t + 3.0 * np.sin(2 * np.pi * t / 30)})
     frame.to_csv(root / "series.csv", index=False)
     config = {"path": str(root / "series.csv"), "target_columns": "co2", "date_column": "date",
-              "context_length": 12, "horizon": 4, "split": [0.6, 0.2, 0.2]}
+              "context_length": 12, "horizon": 4, "split": [0.6, 0.2, 0.2], "lead_input": False}
     training.train(TINY, "csv", task_config=config, out_dir=str(root / "run"), steps=3, batch_size=4,
                    val_every=3, val_batches=1, checkpoint_every=3, tensorboard=False, verbose=0, evaluate=False)
     return root / "run"
@@ -197,7 +197,8 @@ def test_local_taylor_input_dim_error_says_what_to_do(tmp_path):
     pd.DataFrame({"date": pd.date_range("2021-01-01", periods=120, freq="h"), "y": np.sin(t / 5.0)}).to_csv(
         tmp_path / "s.csv", index=False)
     task = make_task("csv", {"path": str(tmp_path / "s.csv"), "target_columns": "y", "date_column": "date",
-                             "context_length": 6, "horizon": 2, "calendar_features": ["hour"]})
+                             "context_length": 6, "horizon": 2, "calendar_features": ["hour"],
+                             "lead_input": False})
     assert task.dim_x == 3
     with pytest.raises(SpecError) as info:
         build_model({"preset": "taylorformer", **LAYERS, "dim_x": task.dim_x})

@@ -107,6 +107,35 @@ def test_forecast_equals_the_tasks_forecast_frame_on_the_same_window(trained, tm
     np.testing.assert_allclose(short["mean_load"], frame[("load", "mean")][:2], rtol=1e-5)
 
 
+def test_truth_is_matched_by_date_drawn_and_scored_beside_persistence(trained, tmp_path, capsys):
+    """``--truth``: the rows of the forecast steps (with rows before and after them),
+    matched by date; the printed errors equal NumPy's of the written
+    mean and of the last history value; a file with none of the steps is one error line."""
+    path, run = trained
+    _, task, _ = runs.load_run(str(run))
+    start = int(task.window_starts("test")[-1])
+    history = history_for(path, start, tmp_path / "history.csv")
+    source = pd.read_csv(path, dtype={"date": str})
+    steps = source.iloc[start + C:start + C + H]
+    source.iloc[start + C - 2:start + C + H + 1].to_csv(tmp_path / "truth.csv", index=False)   # a row more each side
+    output = tmp_path / "forecast.csv"
+    code, out, err = run_cli(["forecast", run, "--history", history, "--output", output, "--truth",
+                              tmp_path / "truth.csv", "--plot", tmp_path / "forecast.png"], capsys)
+    assert code == 0, err
+    mean = pd.read_csv(output)["mean_load"].to_numpy()
+    observed = steps["load"].to_numpy()
+    last = source["load"].to_numpy()[start + C - 1]
+    line = [t for t in out.splitlines() if t.startswith("against the truth")]
+    assert line == [f"against the truth (load, {H} step(s)): mean absolute error {np.abs(mean - observed).mean():.4g}; "
+                    f"persistence (the last history value) {np.abs(last - observed).mean():.4g}"]
+    source.iloc[:H].to_csv(tmp_path / "early.csv", index=False)
+    code, _, err = run_cli(["forecast", run, "--history", history, "--output", tmp_path / "other.csv", "--truth",
+                            tmp_path / "early.csv"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "early.csv" in lines[0] and "no observed value" in lines[0], err
+    assert not os.path.exists(tmp_path / "other.csv")
+
+
 def test_an_autoregressive_forecast_draws_the_tasks_paths_with_the_same_seed(trained, tmp_path, monkeypatch):
     """The forecast's paths are those of the task's window keyed 0 (the window at row 0),
     so the same seed gives the same paths; mean, stddev and quantiles are Monte Carlo over
@@ -217,7 +246,7 @@ def test_bad_histories_exit_2_with_one_error_line_naming_the_file(trained, tmp_p
 
 def test_the_export_records_the_position_convention_a_user_can_build_inputs_from(trained, tmp_path):
     """Inputs built from the export's ``series_inputs`` alone (positions, covariates in data
-    units, the hour's sin/cos computed here with NumPy) served by the SavedModel give the
+    units, the hour's sin/cos computed here with NumPy, the lead input as documented) served by the SavedModel give the
     task's forecast of the window."""
     import tensorflow as tf
 
@@ -226,14 +255,18 @@ def test_the_export_records_the_position_convention_a_user_can_build_inputs_from
     served = runs.export_run(str(run), str(tmp_path / "served"))
     with open(os.path.join(served, "assets", "normaliser.json")) as f:
         layout = json.load(f)["series_inputs"]
-    assert layout["columns"] == ["position", "temp", "hour_sin", "hour_cos"]
+    assert layout["columns"] == ["position", "temp", "hour_sin", "hour_cos", "lead"]   # the csv task's default
     assert layout["calendar"]["hour"] == {"v": "date.hour", "P": 24}
     start = int(task.window_starts("test")[0])
     np.testing.assert_array_equal(layout["context_positions"] + layout["target_positions"], task.window(start)["x"])
     rows = pd.read_csv(path).iloc[start:start + C + H]
     hour = pd.DatetimeIndex(rows["date"]).hour.to_numpy()
+    k = np.arange(C + H) - (C - 1)                      # rows after the last context row
+    leads = np.sign(k) * np.log1p(np.abs(k)) / np.log1p(max(C - 1, H))
+    np.testing.assert_allclose(layout["context_leads"] + layout["target_leads"], leads, rtol=1e-6)  # float32
     x = np.stack([layout["context_positions"] + layout["target_positions"], rows["temp"],
-                  np.sin(2 * np.pi * hour / 24), np.cos(2 * np.pi * hour / 24)], -1).astype(np.float32)
+                  np.sin(2 * np.pi * hour / 24), np.cos(2 * np.pi * hour / 24),
+                  layout["context_leads"] + layout["target_leads"]], -1).astype(np.float32)
     yc = rows["load"].to_numpy(np.float32)[:C, None]
     out = tf.saved_model.load(served).signatures["serving_default"](
         xc=tf.constant(x[None, :C]), yc=tf.constant(yc[None]), xt=tf.constant(x[None, C:]))

@@ -41,7 +41,8 @@ def run(tmp_path_factory):
                           "temp": 285.0 + 4.0 * np.cos(2 * np.pi * t / 50)})
     frame.to_csv(root / "series.csv", index=False)
     config = {"path": str(root / "series.csv"), "target_columns": "co2", "date_column": "date",
-              "covariate_columns": ["temp"], "context_length": 12, "horizon": 4, "split": [0.6, 0.2, 0.2]}
+              "covariate_columns": ["temp"], "context_length": 12, "horizon": 4, "split": [0.6, 0.2, 0.2],
+              "lead_input": False}  # the inputs below are built by hand: position and covariate
     training.train(TINY, "csv", task_config=config, out_dir=str(root / "run"), steps=2, batch_size=4,
                    val_every=2, val_batches=1, checkpoint_every=2, tensorboard=False, verbose=0)
     return root / "run"

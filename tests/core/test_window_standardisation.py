@@ -265,16 +265,18 @@ def test_the_command_line_prints_the_warning_as_one_line(capsys):
     assert capsys.readouterr().err == "warning: context outputs y0 reach [5, 6]\n"
 
 
-def test_forecasting_tasks_default_to_window_standardisation_unless_the_spec_says_global():
+def test_forecasting_tasks_default_to_their_standardisation_unless_the_spec_says_global():
     import pandas as pd
 
     from taylorformer import registry
     from taylorformer.workflow import training
 
     frame = pd.DataFrame({"y": np.linspace(0.0, 50.0, 80) + np.sin(np.arange(80))})
-    task = registry.get("task", "csv")(path=frame, target_columns="y", context_length=8, horizon=4,
-                                       split=(0.6, 0.2, 0.2))
     cfg = training.TrainConfig(steps=1, batch_size=2, tensorboard=False)
     spec = {"preset": "tnp-d", **LAYERS}
-    assert training.Trainer(spec, task, cfg, out_dir=None).spec["standardise"] == "window"
-    assert training.Trainer({**spec, "standardise": "global"}, task, cfg, out_dir=None).spec["standardise"] == "global"
+    for lead_input, default in ((True, "last"), (False, "window")):
+        task = registry.get("task", "csv")(path=frame, target_columns="y", context_length=8, horizon=4,
+                                           split=(0.6, 0.2, 0.2), lead_input=lead_input)
+        assert training.Trainer(spec, task, cfg, out_dir=None).spec["standardise"] == default
+        assert training.Trainer({**spec, "standardise": "global"}, task, cfg,
+                                out_dir=None).spec["standardise"] == "global"

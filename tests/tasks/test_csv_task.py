@@ -27,7 +27,7 @@ def write_csv(tmp_path, n=100, name="series.csv", **columns):
 
 def make(path, **kw):
     opts = {"target_columns": "y", "date_column": "date", "split": (0.6, 0.2, 0.2),
-            "context_length": 5, "horizon": 3}
+            "context_length": 5, "horizon": 3, "lead_input": False}  # the lead input: test_csv_lead_input.py
     return make_task("csv", {"path": str(path), **opts, **kw})
 
 

@@ -114,7 +114,12 @@ def test_a_missing_preset_reads_not_implemented_until_a_plugin_registers_it(monk
         replication.replicate("anp-gp-eq", budget=1, results=None, verbose=0)
     with pytest.raises(SpecError, match="no model preset 'convcnp'"):
         replication.score_baselines("convcnp-gp-shift-0.4", results=None, verbose=0)
-    empty = str(tmp_path / "none.csv")
+    empty, forged = str(tmp_path / "none.csv"), str(tmp_path / "forged.csv")
+    line = {**dict.fromkeys(replication.RESULT_COLUMNS, ""), "row": static.id, "value": "0.5", "steps": "10",
+            "num_tasks": "4"}
+    replication.append_result(forged, line)  # a line for a row with no protocol is never read as its result
+    forged_item = next(i for i in replication.list_rows(forged, baselines=empty) if i["id"] == static.id)
+    assert forged_item["ours"] is None and forged_item["status_kind"] == "not implemented"
     assert main(["replicate", "--list", "--results", empty, "--baselines", empty]) == 0
     shown = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
     assert shown["anp-gp-eq"].rstrip().endswith("not implemented: no model preset 'anp' in the registry")

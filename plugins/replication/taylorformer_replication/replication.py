@@ -581,6 +581,8 @@ def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFA
     for row in rows():
         ours = earlier = None
         for lines, source in ((mine.get(row.id, []), "results"), (project.get(row.id, []), "recorded")):
+            if row.training is None:  # a row with no protocol has no result to read, whatever a file holds
+                break
             current = [ln for ln in lines if int(ln.get("protocol") or 1) == row.protocol_version]
             ours = ours or (_ours(row, current[-1], source) if current else None)
             earlier = earlier or (_ours(row, lines[-1], source) if lines and not current else None)

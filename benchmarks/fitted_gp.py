@@ -100,6 +100,7 @@ def survey(steps, minutes, meuse, out_dir, batch_size):
     from taylorformer.task import make_task
     from taylorformer.tasks.fitted_gp import select_prior
     from taylorformer.tasks.gaussian_process import kriging_predictive
+    from taylorformer.workflow.cross_validation import fold_indices
 
     frame = pd.read_csv(meuse_file(meuse))
     data = pd.DataFrame({"x": frame["x"], "y": frame["y"], "log_zinc": np.log(frame["zinc"])})
@@ -122,31 +123,29 @@ def survey(steps, minutes, meuse, out_dir, batch_size):
     prior = task.get_config()["prior"]
     model = tfm.load_model(os.path.join(run, "best.keras"))
     x, y = data[["x", "y"]].to_numpy(), data["log_zinc"].to_numpy()
-    folds = np.array_split(np.random.default_rng(0).permutation(len(y)), 5)
-    scores = {name: {"crps": [], "inside": [], "nll": [], "error": []} for name in ("model", "kriging", "prior-gp")}
-    for held in folds:
+    # the model, ordinary kriging and IDW: `taylorformer evaluate RUN --cross-validate 5`
+    result = tfm.cross_validate(model, x, y, folds=5, seed=0)
+    summary = {"model": result["data_units"], **result["baselines"]}
+    # beside them, the exact GP of the prior the task was fitted with (the model's target)
+    inside, crps, nll, error = [], [], [], []
+    for held in fold_indices(len(y), 5, seed=0):
         keep = np.setdiff1d(np.arange(len(y)), held)
-        fitted = select_prior(x[keep], y[keep])[0]
-        predictions = {
-            "model": tuple(tfm.predict_data(model, x[keep], y[keep], x[held])[k] for k in ("mean", "stddev")),
-            "kriging": kriging_predictive(x[keep], y[keep], x[held], fitted, ordinary=True),
-            "prior-gp": kriging_predictive(x[keep], y[keep], x[held], prior, ordinary=True)}
-        for name, (mean, sd) in predictions.items():
-            z = (y[held] - mean) / sd
-            scores[name]["crps"].append(tfm.calibration.gaussian_crps(y[held], mean, sd))
-            scores[name]["inside"].append(np.abs(z) <= 1.959963984540054)
-            scores[name]["nll"].append(0.5 * (math.log(2 * math.pi) + z ** 2) + np.log(sd))
-            scores[name]["error"].append(mean - y[held])
+        mean, sd = kriging_predictive(x[keep], y[keep], x[held], prior, ordinary=True)
+        z = (y[held] - mean) / sd
+        crps.append(tfm.calibration.gaussian_crps(y[held], mean, sd))
+        inside.append(np.abs(z) <= 1.959963984540054)
+        nll.append(0.5 * (math.log(2 * math.pi) + z ** 2) + np.log(sd))
+        error.append(mean - y[held])
+    crps, error = np.concatenate(crps), np.concatenate(error)
+    summary["prior-gp"] = {"crps": {"mean": crps.mean(), "stderr": crps.std(ddof=1) / math.sqrt(crps.size)},
+                           "coverage95": np.concatenate(inside).mean(), "nll": {"mean": np.concatenate(nll).mean()},
+                           "rmse": math.sqrt((error ** 2).mean())}
     print("\nmethod | CRPS | 95% coverage | NLL | RMSE (log zinc, 5-fold CV, 155 points)")
-    summary = {}
-    for name, s in scores.items():
-        crps, inside = np.concatenate(s["crps"]), np.concatenate(s["inside"])
-        nll, error = np.concatenate(s["nll"]), np.concatenate(s["error"])
-        summary[name] = {"crps": crps.mean(), "coverage95": inside.mean(), "nll": nll.mean(),
-                         "rmse": math.sqrt((error ** 2).mean())}
-        print(f"{name} | {crps.mean():.4f} +- {crps.std(ddof=1) / math.sqrt(crps.size):.4f} | {inside.mean():.3f} | "
-              f"{nll.mean():.3f} | {math.sqrt((error ** 2).mean()):.4f}")
-    print(f"model CRPS / kriging CRPS: {summary['model']['crps'] / summary['kriging']['crps']:.3f}")
+    for name, s in summary.items():
+        print(f"{name} | {s['crps']['mean']:.4f} +- {s['crps']['stderr']:.4f} | {s['coverage95']:.3f} | "
+              f"{s['nll']['mean']:.3f} | {s['rmse']:.4f}")
+    print(f"model CRPS / kriging CRPS: {summary['model']['crps']['mean'] / summary['kriging']['crps']['mean']:.3f}")
+    print(f"verdict: {result['verdict']}")
     lo, hi = x.min(0), x.max(0)
     corner = np.array([hi[0], lo[1]])                      # the empty south-east corner, then beyond it
     beyond = [500.0, 1000.0, 2000.0, 3000.0]

@@ -118,12 +118,11 @@ def build_reference(args):
     return ConvCNP(encoder, decoder, HeteroscedasticNormalLikelihood())
 
 
-def compare(args):
+def copy_weights(model, w):
+    """Copy the exported weights ``w`` (an ``np.load`` of ``export``'s file) into the
+    reference ``model`` built by :func:`build_reference`; returns its parameter count."""
     import torch
 
-    torch.set_num_threads(args.threads)
-    w = np.load(args.data)
-    model = build_reference(args)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
 
     def linear(name, layer):
@@ -152,6 +151,17 @@ def compare(args):
     expected = sum(w[k].size for k in w.files if "." in k)
     if copied != expected:
         raise SystemExit(f"parameter counts differ: torch {copied}, taylorformer {expected}")
+    return copied
+
+
+def compare(args):
+    import torch
+
+    torch.set_num_threads(args.threads)
+    w = np.load(args.data)
+    model = build_reference(args)
+    copied = copy_weights(model, w)
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
 
     means, scales, lls, ours_mean, ours_scale = [], [], [], [], []
     model.eval()

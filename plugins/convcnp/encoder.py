@@ -22,6 +22,7 @@ The grid (``points_per_unit`` points per unit of x):
 On the lattice each row is translation equivariant for shifts by a multiple of the
 spacing. 1-D and 2-D inputs.
 """
+import math
 import warnings
 
 import keras
@@ -34,8 +35,8 @@ from taylorformer.models.layers import MLP
 from .cnn import CNN_KINDS, GridCNN
 from .setconv import DENSITY_EPS, SetConv, data_bounds, fixed_grid, lattice_grid
 
-#: bound of ``grid_points`` per dimension and of ``kernel_size``
-MAX_GRID_POINTS = 2 ** 16
+#: bounds of the grid's points, all dimensions together, and of ``kernel_size``
+MAX_GRID_POINTS = 2 ** 22
 MAX_KERNEL = 101
 
 
@@ -66,7 +67,8 @@ class ConvCNPEncoder(keras.layers.Layer):
         self.grid_points = self._check_points(owner, grid_points)
         self.init_lengthscale = check_number(owner, "init_lengthscale", init_lengthscale, low=0, low_open=True)
         self.normalise = check_bool(owner, "normalise", normalise)
-        self.embed_hidden_layers = check_size(owner, "hidden_layers", embed_hidden_layers, minimum=0)
+        self.embed_hidden_layers = check_int(owner, "embed_hidden_layers", embed_hidden_layers, minimum=0,
+                                             maximum=MAX_LAYERS)
         self.output_dim = self.channels
         self.setconv_in = SetConv(dim_x, self.init_lengthscale, name="setconv_encoder")
         self.embed = MLP(self.channels, self.channels, self.embed_hidden_layers, name="embed")
@@ -77,6 +79,9 @@ class ConvCNPEncoder(keras.layers.Layer):
     def _check_range(self, owner, grid_range):
         if grid_range is None:
             return None
+        if not isinstance(grid_range, (list, tuple)):
+            raise SpecError(f"{owner} 'grid_range' must be [lo, hi] or one [lo, hi] per input dimension, "
+                            f"got {grid_range!r}")
         pairs = [grid_range] * self.dim_x if len(grid_range) == 2 and not isinstance(grid_range[0], (list, tuple)) \
             else grid_range
         if len(pairs) != self.dim_x or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
@@ -98,8 +103,12 @@ class ConvCNPEncoder(keras.layers.Layer):
         if len(points) != self.dim_x:
             raise SpecError(f"{owner} 'grid_points' must be an int or one per input dimension "
                             f"({self.dim_x}), got {grid_points!r}")
-        return [check_int(owner, f"grid_points[{d}]", n, minimum=2, maximum=MAX_GRID_POINTS)
-                for d, n in enumerate(points)]
+        points = [check_int(owner, f"grid_points[{d}]", n, minimum=2, maximum=MAX_GRID_POINTS)
+                  for d, n in enumerate(points)]
+        if math.prod(points) > MAX_GRID_POINTS:
+            raise SpecError(f"{owner} 'grid_points' {points} make {math.prod(points)} grid points, "
+                            f"more than {MAX_GRID_POINTS}")
+        return points
 
     def build(self, batch_shape=None):
         """Nothing to create here: the sublayers build on the first call (a batch is a dict)."""
@@ -109,15 +118,15 @@ class ConvCNPEncoder(keras.layers.Layer):
         if self.grid_range is not None:
             return fixed_grid(self.grid_range, self.grid_points)
         low, high = data_bounds([batch["xc"], batch["xt"]], [batch["mask_c"], batch["mask_t"]])
-        return lattice_grid(low, high, self.points_per_unit, self.margin, self.grid_points)
+        return lattice_grid(low, high, self.points_per_unit, self.margin, self.grid_points, MAX_GRID_POINTS)
 
     def call(self, batch):
         x_grid, shape = self.grid(batch)
         if tf.executing_eagerly() and self.grid_points is not None:
             self.warn_outside(batch, x_grid)
         yc = tf.cast(batch["yc"], tf.float32)
-        values = self.setconv_in.to_grid(x_grid, batch["xc"], tf.concat([yc, tf.ones_like(yc[..., :1])], -1),
-                              batch["mask_c"])  # [B, G, Dy + 1]: values, density
+        z = tf.concat([yc, tf.ones_like(yc[..., :1])], -1)
+        values = self.setconv_in.to_grid(x_grid, batch["xc"], z, batch["mask_c"])  # [B, G, Dy + 1]: values, density
         if self.normalise:
             density = values[..., -1:]
             values = tf.concat([values[..., :-1] / (density + DENSITY_EPS), density], -1)

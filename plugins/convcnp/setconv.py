@@ -11,6 +11,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from taylorformer.errors import BatchError
+
 #: the lengthscale floor: l = FLOOR + softplus(raw) (as the cambridge-mlg/tnp reference)
 LENGTHSCALE_FLOOR = 1e-5
 #: keeps the density-normalised channels finite where the density is 0 (an empty context)
@@ -60,7 +62,7 @@ def data_bounds(xs, masks):
     return tf.where(empty, 0.0, low), tf.where(empty, 0.0, high)
 
 
-def lattice_grid(low, high, points_per_unit, margin=0.0, grid_points=None):
+def lattice_grid(low, high, points_per_unit, margin=0.0, grid_points=None, max_points=None):
     """Per row, a grid on the lattice ``k / points_per_unit`` (k integer) that moves with
     the row's data, so that shifting a row's inputs by a multiple of the spacing shifts its
     grid with them (translation equivariance). ``low``/``high`` ``[B, D]``: the rows'
@@ -70,7 +72,8 @@ def lattice_grid(low, high, points_per_unit, margin=0.0, grid_points=None):
     centred on the lattice point nearest ``(low + high) / 2`` (a fixed size, as XLA needs;
     a row's grid depends on that row alone). Without, it starts at ``low - margin`` rounded
     down to the lattice and has the points the widest row of the batch needs to reach its
-    ``high + margin`` (a size that depends on the batch). Returns ``(points [B, G, D], shape)``."""
+    ``high + margin`` (a size that depends on the batch; more than ``max_points`` in all
+    raise a ``BatchError``, in a graph an ``InvalidArgumentError``, naming them). Returns ``(points [B, G, D], shape)``."""
     ppu = tf.constant(points_per_unit, tf.float32)
     axes = []
     for d in range(low.shape[1]):
@@ -81,6 +84,15 @@ def lattice_grid(low, high, points_per_unit, margin=0.0, grid_points=None):
             count = int(grid_points[d])
             start = tf.round((low[:, d] + high[:, d]) / 2 * ppu) - (count - 1) // 2
         axes.append((start[:, None] + tf.cast(tf.range(count), tf.float32)[None]) / ppu)
+    if grid_points is None and max_points is not None:
+        total = tf.reduce_prod(tf.stack([tf.cast(tf.shape(a)[1], tf.float64) for a in axes]))
+        message = (f"convcnp encoder: the inputs span more grid points than {max_points} at "
+                   f"{points_per_unit} per unit; set the encoder's grid_points or grid_range")
+        if tf.executing_eagerly():
+            if float(total) > max_points:
+                raise BatchError(f"{message} (they need {int(total)})")
+        else:
+            tf.debugging.assert_less_equal(total, tf.constant(float(max_points), tf.float64), message=message)
     return axes_to_grid(axes)
 
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from taylorformer import loglik, registry, testing
 from taylorformer.batch import with_masks
-from taylorformer.errors import SpecError
+from taylorformer.errors import BatchError, SpecError
 from taylorformer.models import build_model
 from taylorformer.plugins.convcnp.cnn import GridCNN, resize_linear, unet_channels
 from taylorformer.plugins.convcnp.encoder import ConvCNPEncoder
@@ -158,10 +158,20 @@ def test_bad_options_are_spec_errors():
     for options, words in [({"dim_x": 3}, "1-D or 2-D"), ({"kernel_size": 4}, "odd"),
                            ({"cnn": "unet", "blocks": 4}, "odd"), ({"cnn": "resnet"}, "cnn"),
                            ({"grid_range": [[0, 1]], "dim_x": 2}, "grid_range"),
-                           ({"grid_points": [8, 8]}, "grid_points")]:
+                           ({"grid_points": [8, 8]}, "grid_points"), ({"grid_range": 3}, "grid_range"),
+                           ({"grid_points": 5000, "dim_x": 2}, "more than"),
+                           ({"embed_hidden_layers": -1}, "embed_hidden_layers")]:
         dim_x = options.pop("dim_x", 1)
         with pytest.raises(SpecError, match=words):
             ConvCNPEncoder(dim_x, 1, **options)
+
+
+def test_a_grid_sized_by_the_data_is_bounded():
+    enc = small_encoder(1, grid_points=None)
+    batch = padded_batch(np.random.default_rng(0), 1)
+    batch["xt"][0, 0, 0] = 1e6  # 8e6 grid points at 8 per unit
+    with pytest.raises(BatchError, match="more grid points than"):
+        enc(tensors(batch))
 
 
 def test_a_fixed_grid_warns_when_the_data_outrun_it():

@@ -86,15 +86,15 @@ class LatentEncoder(keras.layers.Layer):
 
 class NPEncoder(LatentEncoder):
     """NP (Garnelo et al. 2018): deterministic path ``r = post(mean_c pre([xc, yc]))``, the
-    same ``r`` at every target; ``deterministic_layers`` dense layers before the mean,
+    same ``r`` at every target; ``layers`` dense layers before the mean,
     ``deterministic_post_layers`` (0: none) after it."""
 
     component_name = "np"
 
-    def __init__(self, dim_x, dim_y, deterministic_layers=4, deterministic_post_layers=0, **kwargs):
+    def __init__(self, dim_x, dim_y, layers=4, deterministic_post_layers=0, **kwargs):
         super().__init__(dim_x, dim_y, **kwargs)
         owner = f"{self.component_name} encoder"
-        self.deterministic_layers = check_int(owner, "deterministic_layers", deterministic_layers, 1, MAX_LAYERS)
+        self.deterministic_layers = check_size(owner, "layers", layers)
         self.deterministic_post_layers = check_int(owner, "deterministic_post_layers", deterministic_post_layers,
                                                    0, MAX_LAYERS)
         self.pre = dense_stack(self.width, self.width, self.deterministic_layers, "deterministic_pre")
@@ -113,24 +113,24 @@ class NPEncoder(LatentEncoder):
         return tf.tile(r[:, None, :], [1, tf.shape(batch["xt"])[1], 1])
 
     def get_config(self):
-        return {**super().get_config(), "deterministic_layers": self.deterministic_layers,
+        return {**super().get_config(), "layers": self.deterministic_layers,
                 "deterministic_post_layers": self.deterministic_post_layers}
 
 
 class ANPEncoder(LatentEncoder):
     """ANP (Kim et al. 2019): deterministic path ``r_t = MAB(qk(xt), qk(xc), v)``, a
     cross-attention from each target to the context, with values ``v`` from
-    ``deterministic_layers`` dense layers on ``[xc, yc]`` (then, with ``self_attention``, a
+    ``layers`` dense layers on ``[xc, yc]`` (then, with ``self_attention``, a
     self-attention block over the context) and keys and queries from ``query_layers`` dense
     layers on x (shared). As in the reference code, a ReLU precedes the latent path's
     self-attention and none the deterministic path's."""
 
     component_name = "anp"
 
-    def __init__(self, dim_x, dim_y, deterministic_layers=4, query_layers=2, self_attention=True, **kwargs):
+    def __init__(self, dim_x, dim_y, layers=4, query_layers=2, self_attention=True, **kwargs):
         super().__init__(dim_x, dim_y, self_attention=self_attention, **kwargs)
         owner = f"{self.component_name} encoder"
-        self.deterministic_layers = check_int(owner, "deterministic_layers", deterministic_layers, 1, MAX_LAYERS)
+        self.deterministic_layers = check_size(owner, "layers", layers)
         self.query_layers = check_int(owner, "query_layers", query_layers, 1, MAX_LAYERS)
         self.values = dense_stack(self.width, self.width, self.deterministic_layers, "values")
         self.queries = dense_stack(self.width, self.width, self.query_layers, "queries")
@@ -148,5 +148,5 @@ class ANPEncoder(LatentEncoder):
         return self.cross_attention(q, k, v, key_mask=mask)
 
     def get_config(self):
-        return {**super().get_config(), "deterministic_layers": self.deterministic_layers,
+        return {**super().get_config(), "layers": self.deterministic_layers,
                 "query_layers": self.query_layers}

@@ -17,7 +17,7 @@ _COMMON = {"width": 128, "latent_dim": 128, "latent_layers": 3, "latent_post_lay
 NP = {
     "description": "Neural process: mean-pooled deterministic and latent paths (Garnelo et al. 2018).",
     "kind": "latent",
-    "encoder": {"name": "np", **_COMMON, "deterministic_layers": 4, "deterministic_post_layers": 0},
+    "encoder": {"name": "np", **_COMMON, "layers": 4, "deterministic_post_layers": 0},
     "head": {"width": 128, "hidden_layers": 3},
     "likelihood": {"name": "np-normal", "min_scale": 0.1},
 }
@@ -25,7 +25,7 @@ NP = {
 ANP = {
     "description": "Attentive NP: self-attention, cross-attention deterministic path, latent path (Kim et al. 2019).",
     "kind": "latent",
-    "encoder": {"name": "anp", **_COMMON, "deterministic_layers": 4, "query_layers": 2, "self_attention": True},
+    "encoder": {"name": "anp", **_COMMON, "layers": 4, "query_layers": 2, "self_attention": True},
     "head": {"width": 128, "hidden_layers": 3},
     "likelihood": {"name": "np-normal", "min_scale": 0.1},
 }

@@ -107,7 +107,7 @@ def decoder_inputs(encoder, batch, z):
 def test_np_encoder_matches_numpy():
     batch = batch_with_padding(4)
     enc = NPEncoder(1, 1, width=8, latent_dim=3, latent_layers=2, latent_post_layers=1, num_heads=2,
-                    deterministic_layers=3, deterministic_post_layers=2)
+                    layers=3, deterministic_post_layers=2)
     z = np.random.default_rng(5).normal(size=(2, 3, 3)).astype("float32")  # K=2 draws
     decoder_inputs(enc, batch, z)
     randomise(enc, 6)
@@ -124,7 +124,7 @@ def test_np_encoder_matches_numpy():
 def test_anp_encoder_matches_numpy():
     batch = batch_with_padding(7)
     enc = ANPEncoder(1, 1, width=8, latent_dim=3, latent_layers=2, latent_post_layers=2, num_heads=2,
-                     deterministic_layers=2, query_layers=2)
+                     layers=2, query_layers=2)
     z = np.random.default_rng(8).normal(size=(1, 3, 3)).astype("float32")
     decoder_inputs(enc, batch, z)
     randomise(enc, 9)

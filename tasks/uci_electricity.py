@@ -118,6 +118,7 @@ class UCIElectricityTask(CSVSeriesTask):
     """
 
     name = "uci-electricity"
+    changed_defaults = {}  # the paper's inputs: no lead input, whatever the csv task's default
 
     def __init__(self, path=None, client=PAPER_CLIENT, start=PAPER_PERIOD[0], end=PAPER_PERIOD[1],
                  split=(0.69, 0.11, 0.20), context_length=96, horizon=96, eval_stride=1, missing="mask"):
@@ -132,7 +133,7 @@ class UCIElectricityTask(CSVSeriesTask):
         super().__init__(path=path, dataset=None if path is not None else "uci-electricity",
                          target_columns=[client], date_column="date", split=split,
                          context_length=context_length, horizon=horizon, eval_stride=eval_stride,
-                         missing=missing)
+                         missing=missing, lead_input=False)
 
     def _read_table(self, frame):
         """``(hourly DataFrame, where)`` of the UCI file (:func:`read_hourly`)."""

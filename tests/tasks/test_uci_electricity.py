@@ -49,6 +49,12 @@ def test_hours_are_means_of_their_four_quarter_hours(uci_electricity_txt):
     again = make_task("uci-electricity", task.get_config())
     np.testing.assert_array_equal(again.values, task.values)
     assert task.get_config()["client"] == "MT_323" and again.get_config() == task.get_config()
+    # the paper's inputs (no lead input), recorded by a run as given and rebuilt from it
+    from taylorformer.workflow import runs
+
+    config = {"path": path, **PERIOD}
+    assert task.dim_x == 1 and runs.recorded_task_config("uci-electricity", config, task) == config
+    assert runs.stored_task_config("uci-electricity", config) == config
 
 
 def test_the_task_contract(uci_electricity_txt):

@@ -4,7 +4,8 @@ ConvCNP (Gordon et al. 2020), as cambridge-mlg/tnp's ``ConvCNPEncoder`` composes
 the context's values and a density channel ``[yc, 1]`` are smoothed onto a grid by an EQ
 SetConv (:mod:`.setconv`), optionally the value channels divided by the density
 (``normalise``), embedded per grid point by an MLP to ``channels``, run through the CNN
-(:mod:`.cnn`), and read off at the targets by a second EQ SetConv. The model's head then
+(:mod:`.cnn`: ``cnn`` its kind, ``layers`` its blocks), and read off at the targets by a
+second EQ SetConv. The model's head then
 maps the target representations ``[B, Nt, channels]`` to the likelihood's parameters.
 
 The grid (``points_per_unit`` points per unit of x):
@@ -43,7 +44,7 @@ MAX_KERNEL = 101
 class ConvCNPEncoder(keras.layers.Layer):
     """ConvCNP encoder (module docstring): batch -> target representations ``[B, Nt, channels]``."""
 
-    def __init__(self, dim_x, dim_y, channels=128, cnn="conv", blocks=5, kernel_size=9,
+    def __init__(self, dim_x, dim_y, channels=128, cnn="conv", layers=5, kernel_size=9,
                  max_channels=256, points_per_unit=16.0, margin=0.1, grid_points=64,
                  grid_range=None, init_lengthscale=0.1, normalise=True, embed_hidden_layers=2,
                  **kwargs):
@@ -54,9 +55,10 @@ class ConvCNPEncoder(keras.layers.Layer):
         self.dim_x, self.dim_y = dim_x, dim_y
         self.channels = check_int(owner, "channels", channels, maximum=MAX_WIDTH)
         self.cnn_kind = check_choice(owner, "cnn", cnn, CNN_KINDS)
-        self.blocks = check_int(owner, "blocks", blocks, maximum=MAX_LAYERS)
+        self.blocks = check_int(owner, "layers", layers, maximum=MAX_LAYERS)
         if self.cnn_kind == "unet" and self.blocks % 2 == 0:
-            raise SpecError(f"{owner} 'blocks' must be odd for cnn 'unet' (down, bottleneck, up), got {blocks}")
+            raise SpecError(f"{owner} 'layers' (CNN blocks) must be odd for cnn 'unet' (down, bottleneck, "
+                            f"up), got {layers}")
         self.kernel_size = check_int(owner, "kernel_size", kernel_size, maximum=MAX_KERNEL)
         if self.kernel_size % 2 == 0:
             raise SpecError(f"{owner} 'kernel_size' must be odd (the grid keeps its shape), got {kernel_size}")
@@ -156,7 +158,7 @@ class ConvCNPEncoder(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "dim_x": self.dim_x, "dim_y": self.dim_y, "channels": self.channels,
-                "cnn": self.cnn_kind, "blocks": self.blocks, "kernel_size": self.kernel_size,
+                "cnn": self.cnn_kind, "layers": self.blocks, "kernel_size": self.kernel_size,
                 "max_channels": self.max_channels, "points_per_unit": self.points_per_unit,
                 "margin": self.margin, "grid_points": self.grid_points, "grid_range": self.grid_range,
                 "init_lengthscale": self.init_lengthscale, "normalise": self.normalise,

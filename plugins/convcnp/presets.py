@@ -12,7 +12,7 @@ several times faster without XLA (``--no-xla``; benchmarks/parity/convcnp). The 
 cambridge-mlg/tnp's GP experiments (``experiments/configs/models/convcnp.yml``: 32
 channels, 5 plain blocks of kernel 9, a two-layer embedding, no density normalisation, a
 fixed grid of 128 points on the target range, a pre-softplus variance) is the override
-``encoder={"channels": 32, "cnn": "conv", "blocks": 5, "normalise": False,
+``encoder={"channels": 32, "cnn": "conv", "layers": 5, "normalise": False,
 "embed_hidden_layers": 2, "grid_range": [-4, 4], "grid_points": 128}, head={"width": 32,
 "hidden_layers": 2}, likelihood={"name": "normal", "min_scale": 0.0, "softplus_of": "variance"}``
 (the same function as the reference's: benchmarks/parity/convcnp).
@@ -21,7 +21,7 @@ fixed grid of 128 points on the target range, a pre-softplus variance) is the ov
 CONVCNP = {
     "description": "ConvCNP: SetConv to a grid, CNN, SetConv to the targets (Gordon et al. 2020).",
     "kind": "conditional",
-    "encoder": {"name": "convcnp", "channels": 128, "cnn": "resconv", "blocks": 8, "kernel_size": 9,
+    "encoder": {"name": "convcnp", "channels": 128, "cnn": "resconv", "layers": 8, "kernel_size": 9,
                 "points_per_unit": 16.0, "grid_points": 72, "init_lengthscale": 0.1,
                 "normalise": True, "embed_hidden_layers": 0},
     "head": {"width": 128, "hidden_layers": 3},

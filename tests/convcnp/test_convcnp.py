@@ -105,7 +105,7 @@ def test_lattice_grid_of_fixed_size_is_centred_per_row():
 
 # ------------------------------------------------------------------ SetConv and the whole encoder against NumPy
 def small_encoder(dim_x, **options):
-    opts = {"channels": 3, "cnn": "conv", "blocks": 1, "kernel_size": 3, "points_per_unit": PPU,
+    opts = {"channels": 3, "cnn": "conv", "layers": 1, "kernel_size": 3, "points_per_unit": PPU,
             "grid_points": 40, "embed_hidden_layers": 0, "init_lengthscale": 0.3, **options}
     return ConvCNPEncoder(dim_x, 1, **opts)
 
@@ -149,14 +149,14 @@ def test_encoder_matches_a_dense_numpy_forward(dim_x, normalise):
 
 
 def test_encoder_passes_the_author_kit():
-    testing.check_encoder("convcnp", channels=4, blocks=2, kernel_size=3, grid_points=40, points_per_unit=PPU)
-    testing.check_encoder("convcnp", dim_x=2, channels=4, blocks=1, kernel_size=3, grid_points=20,
+    testing.check_encoder("convcnp", channels=4, layers=2, kernel_size=3, grid_points=40, points_per_unit=PPU)
+    testing.check_encoder("convcnp", dim_x=2, channels=4, layers=1, kernel_size=3, grid_points=20,
                           points_per_unit=PPU / 2, cnn="resconv")
 
 
 def test_bad_options_are_spec_errors():
     for options, words in [({"dim_x": 3}, "1-D or 2-D"), ({"kernel_size": 4}, "odd"),
-                           ({"cnn": "unet", "blocks": 4}, "odd"), ({"cnn": "resnet"}, "cnn"),
+                           ({"cnn": "unet", "layers": 4}, "odd"), ({"cnn": "resnet"}, "cnn"),
                            ({"grid_range": [[0, 1]], "dim_x": 2}, "grid_range"),
                            ({"grid_points": [8, 8]}, "grid_points"), ({"grid_range": 3}, "grid_range"),
                            ({"grid_points": 5000, "dim_x": 2}, "more than"),
@@ -229,7 +229,7 @@ def test_resize_linear_is_align_corners_interpolation():
 def test_translation_equivariance_on_the_lattice(dim_x, cnn, grid_points):
     """Shifting every input by a multiple of the spacing leaves the predictions unchanged."""
     model = build_model("convcnp", dim_x=dim_x, head={"width": 8, "hidden_layers": 1},
-                        encoder={"channels": 4, "cnn": cnn, "blocks": 3 if cnn == "unet" else 2,
+                        encoder={"channels": 4, "cnn": cnn, "layers": 3 if cnn == "unet" else 2,
                                  "kernel_size": 3, "points_per_unit": PPU / dim_x, "grid_points": grid_points})
     batch = padded_batch(np.random.default_rng(2), dim_x, dyadic=True)
     out = model(batch)
@@ -248,7 +248,7 @@ def test_preset_size_and_registration():
 
 
 def test_preset_saves_loads_and_ignores_padding(tmp_path):
-    testing.check_model({"preset": "convcnp", "dim_x": 2, "encoder": {"channels": 4, "blocks": 1, "kernel_size": 3},
+    testing.check_model({"preset": "convcnp", "dim_x": 2, "encoder": {"channels": 4, "layers": 1, "kernel_size": 3},
                          "head": {"width": 8, "hidden_layers": 1}}, directory=str(tmp_path))
 
 
@@ -257,7 +257,7 @@ def test_preset_trains_and_the_loss_goes_down(tmp_path):
     from taylorformer.task import make_task
 
     task = make_task("gp", {"num_context": [3, 20], "num_target": 20})
-    spec = {"preset": "convcnp", "encoder": {"channels": 8, "blocks": 1, "grid_points": 40, "points_per_unit": PPU},
+    spec = {"preset": "convcnp", "encoder": {"channels": 8, "layers": 1, "grid_points": 40, "points_per_unit": PPU},
             "head": {"width": 16, "hidden_layers": 1}}
     cfg = TrainConfig(steps=40, batch_size=8, learning_rate=3e-3, schedule="constant", warmup_steps=0,
                       tensorboard=False, jit_compile=False)
@@ -276,7 +276,7 @@ def test_the_fixed_size_grid_compiles_with_xla():
     """The default training compiles with XLA, which needs the grid's size fixed: the
     compiled forward pass gives the eager one's predictions."""
     model = build_model("convcnp", dim_x=2, head={"width": 8, "hidden_layers": 1},
-                        encoder={"channels": 4, "blocks": 1, "kernel_size": 3, "points_per_unit": PPU / 2,
+                        encoder={"channels": 4, "layers": 1, "kernel_size": 3, "points_per_unit": PPU / 2,
                                  "grid_points": 24})
     batch = tensors(padded_batch(np.random.default_rng(3), 2))
     compiled = tf.function(lambda b: model(b), jit_compile=True)(batch)

@@ -287,7 +287,8 @@ def test_a_min_scale_with_global_is_refused_unless_saved(tmp_path, capsys, monke
 @given(excess=st.integers(1, 10**30))
 def test_a_budget_above_the_machines_memory_is_refused(excess):
     nbytes = machine_bytes() + excess
-    for value in (nbytes, f"{nbytes}B", f"{nbytes / 1e9!r}GB"):
+    # the GB text goes through a float: an excess of a few bytes may round away there
+    for value in (nbytes, f"{nbytes}B") + ((f"{nbytes / 1e9!r}GB",) if excess >= 10**4 else ()):
         with pytest.raises(SpecError, match="at most this machine's memory"):
             parse_memory(value)
 

@@ -53,7 +53,7 @@ def export(args):
     n = grid_points(args.dim_x)
     model = taylorformer.build_model(
         "convcnp", dim_x=args.dim_x,
-        encoder={"channels": CHANNELS, "cnn": args.cnn, "blocks": BLOCKS, "kernel_size": KERNEL,
+        encoder={"channels": CHANNELS, "cnn": args.cnn, "layers": BLOCKS, "kernel_size": KERNEL,
                  "normalise": False, "embed_hidden_layers": 2, "grid_range": [-4.0, 4.0], "grid_points": n,
                  "init_lengthscale": 0.1},
         head={"width": CHANNELS, "hidden_layers": 2},

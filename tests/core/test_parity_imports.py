@@ -16,7 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 #: scripts run with the taylorformer venv (the others import the reference's packages)
 SCRIPTS = ["benchmarks/parity/tnp_d/train_ours.py", "benchmarks/parity/tnp_d/check_like_ours.py",
-           "benchmarks/parity/tnp_d/dump_data.py", "benchmarks/parity/tnp_d/infer_ours.py"]
+           "benchmarks/parity/tnp_d/dump_data.py", "benchmarks/parity/tnp_d/infer_ours.py",
+           "benchmarks/parity/np/dump_data.py", "benchmarks/parity/np/train_ours.py",
+           "benchmarks/parity/np/check_function.py", "benchmarks/parity/convcnp/check_function.py",
+           "benchmarks/parity/convcnp/step_time.py"]
 
 
 def taylorformer_imports(source):

@@ -217,6 +217,14 @@ def write_uci_electricity(path, start="2014-01-01", days=80, clients=UCI_ELECTRI
     return str(path), kw
 
 
+@pytest.fixture(scope="session")
+def uci_electricity_config(tmp_path_factory):
+    """A valid ``uci-electricity`` config on a synthetic file (:func:`write_uci_electricity`,
+    80 days from 2014-01-01): its path and the period it holds."""
+    path, _ = write_uci_electricity(tmp_path_factory.mktemp("uci") / "LD2011_2014.txt")
+    return {"path": str(path), "start": "2014-01-01", "end": "2014-03-22"}
+
+
 @pytest.fixture
 def uci_electricity_txt(tmp_path):
     """A function ``(**options) -> (path, kW)`` writing a synthetic UCI electricity file

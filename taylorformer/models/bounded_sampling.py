@@ -179,7 +179,7 @@ def parse_memory(value, what="memory_budget"):
     memory (:func:`taylorformer.checks.machine_memory`)."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         number, unit = float(value), ""
-    elif isinstance(value, str) and (match := re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*",
+    elif isinstance(value, str) and (match := re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*",
                                                            value.lower())):
         number, unit = float(match.group(1)), match.group(2)
     else:

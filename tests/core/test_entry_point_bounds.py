@@ -298,6 +298,7 @@ def test_a_budget_above_the_machines_memory_is_refused(excess):
 def test_a_budget_within_the_machines_memory_is_taken(nbytes):
     nbytes = 1 + nbytes % machine_bytes()
     assert parse_memory(nbytes) == nbytes
+    assert parse_memory("1e+3MB") == parse_memory("1e3MB") == parse_memory("1GB")   # a signed exponent
 
 
 def test_the_cli_refuses_a_budget_above_the_machines_memory(run, capsys):

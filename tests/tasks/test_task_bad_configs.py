@@ -28,7 +28,7 @@ def options(name):
 
 
 @pytest.fixture(scope="module")
-def csv_files(tmp_path_factory, station_configs, gridded_configs):
+def csv_files(tmp_path_factory, station_configs, gridded_configs, uci_electricity_config):
     """Valid files for the CSV tasks (2000 rows: every split holds a 96 + 96 window), the
     image tasks, and the station and gridded tasks (synthetic files, tests/conftest.py)."""
     root = tmp_path_factory.mktemp("csv")
@@ -57,6 +57,7 @@ def csv_files(tmp_path_factory, station_configs, gridded_configs):
     files["fitted-gp"] = {"path": str(root / "survey.csv"), "x_columns": ["x", "y"], "target_columns": ["v"],
                           "prior": {"kernel": "eq", "lengthscale": 0.3, "variance": 1.0, "noise_variance": 0.1,
                                     "mean": 0.0}}
+    files["uci-electricity"] = uci_electricity_config  # a local file: the named dataset is not fetched
     return {**files, **station_configs, **gridded_configs}
 
 

@@ -419,8 +419,9 @@ NEW_COLUMN_RUNS = {"anp-celeba", "anp-emnist", "anp-gp-eq", "np-celeba", "np-emn
 #: electricity rows run end to end in tests/tasks/test_uci_electricity.py, and its Table 1 TNP
 #: image rows combine a model (tnp-a, in the forecasting runs) and tasks (in the Taylorformer's
 #: image runs) that run here already; so do the TE-PT-TNP's GP run (its model runs on T-MNIST
-#: and T-CIFAR10, its task in the TE-TNP's run), TNP-A's ETT and GP runs (the model in its
-#: exchange-rate run, the tasks in the Taylorformer's), the CNP's (the model in test_fit and
+#: and T-CIFAR10, its task in the TE-TNP's run), TNP-A's exchange-rate, ETT and GP runs (the
+#: model trains, samples and evaluates end to end in test_sampled_headline.py, the tasks in
+#: the Taylorformer's runs), the CNP's (the model in test_fit and
 #: test_training, the task in the TE-TNP's run) and BSA-TNP's generic-spatial run (the model in
 #: its 2-D GP run, the task's options in test_spatial_tasks); Beijing runs end to end in
 #: test_beijing_rows_run_on_uci_format_files_with_a_block_error_bar
@@ -428,7 +429,7 @@ NEW_COLUMN_RUNS = {"anp-celeba", "anp-emnist", "anp-gp-eq", "np-celeba", "np-emn
 #: in test_bsa and test_spatial_tasks), the TE-PT-TNP's T-CIFAR10 run (its T-MNIST run is the
 #: same code on other images) and the Taylorformer's EMNIST run (its other image runs)
 LONG_RUNS = {"taylorformer-electricity-192", "tnp-a-electricity-192", "tnp-a-emnist", "tnp-a-celeba",
-             "te-pt-tnp-m16-gp-te-tnp", "tnp-a-ett-192", "tnp-a-gp-eq", "cnp-gp-te-tnp",
+             "te-pt-tnp-m16-gp-te-tnp", "tnp-a-exchange-rate-192", "tnp-a-ett-192", "tnp-a-gp-eq", "cnp-gp-te-tnp",
              "bsa-tnp-generic-spatial", "bsa-tnp-beijing-air", "bsa-tnp-gp2d", "te-pt-tnp-m64-t-cifar10",
              "taylorformer-emnist"} | NEW_COLUMN_RUNS
 

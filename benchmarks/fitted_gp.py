@@ -100,7 +100,8 @@ def survey(steps, minutes, meuse, out_dir, batch_size):
     from taylorformer.task import make_task
     from taylorformer.tasks.fitted_gp import select_prior
     from taylorformer.tasks.gaussian_process import kriging_predictive
-    from taylorformer.workflow.cross_validation import fold_indices
+    from taylorformer.workflow.cross_validation import fold_indices, point_scores
+    from taylorformer.workflow.cross_validation import summary as point_summary
 
     frame = pd.read_csv(meuse_file(meuse))
     data = pd.DataFrame({"x": frame["x"], "y": frame["y"], "log_zinc": np.log(frame["zinc"])})
@@ -126,20 +127,14 @@ def survey(steps, minutes, meuse, out_dir, batch_size):
     # the model, ordinary kriging and IDW: `taylorformer evaluate RUN --cross-validate 5`
     result = tfm.cross_validate(model, x, y, folds=5, seed=0)
     summary = {"model": result["data_units"], **result["baselines"]}
-    # beside them, the exact GP of the prior the task was fitted with (the model's target)
-    inside, crps, nll, error = [], [], [], []
+    # beside them, the exact GP of the prior the task was fitted with (the model's target),
+    # on the same folds and scored by the same functions
+    mean, sd = np.zeros(len(y)), np.ones(len(y))
     for held in fold_indices(len(y), 5, seed=0):
         keep = np.setdiff1d(np.arange(len(y)), held)
-        mean, sd = kriging_predictive(x[keep], y[keep], x[held], prior, ordinary=True)
-        z = (y[held] - mean) / sd
-        crps.append(tfm.calibration.gaussian_crps(y[held], mean, sd))
-        inside.append(np.abs(z) <= 1.959963984540054)
-        nll.append(0.5 * (math.log(2 * math.pi) + z ** 2) + np.log(sd))
-        error.append(mean - y[held])
-    crps, error = np.concatenate(crps), np.concatenate(error)
-    summary["prior-gp"] = {"crps": {"mean": crps.mean(), "stderr": crps.std(ddof=1) / math.sqrt(crps.size)},
-                           "coverage95": np.concatenate(inside).mean(), "nll": {"mean": np.concatenate(nll).mean()},
-                           "rmse": math.sqrt((error ** 2).mean())}
+        mean[held], sd[held] = kriging_predictive(x[keep], y[keep], x[held], prior, ordinary=True)
+    summary["prior-gp"] = point_summary(point_scores(mean[:, None], sd[:, None], y[:, None],
+                                                     np.ones((len(y), 1), bool)))
     print("\nmethod | CRPS | 95% coverage | NLL | RMSE (log zinc, 5-fold CV, 155 points)")
     for name, s in summary.items():
         print(f"{name} | {s['crps']['mean']:.4f} +- {s['crps']['stderr']:.4f} | {s['coverage95']:.3f} | "

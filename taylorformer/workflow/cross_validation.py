@@ -75,7 +75,7 @@ def cross_validate(model, x, y, folds=5, seed=0, baselines=True, source="survey"
     observed = ~np.isnan(y)
     scores = {name: point_scores(*predictions[name], y, observed) for name in names}
     normaliser = getattr(model, "normaliser", None)
-    units = [] if normaliser is None else [u for u in normaliser.y_units]
+    units = [] if normaliser is None else list(normaliser.y_units)
     result = {"cross_validation": {"folds": folds, "seed": seed, "points": int(observed.any(1).sum()),
                                    "source": str(source)},
               "data_units": summary(scores["model"])}

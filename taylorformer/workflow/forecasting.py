@@ -295,8 +295,9 @@ def forecast(run_dir, history, horizon=None, num_samples=0, quantiles=None, seed
     time zone as the module docstring says) or ``step``, then per target ``mean_<col>``,
     ``stddev_<col>``, ``q<level>_<col>``, the samples and ``quantile_method``. Its
     ``attrs``: ``quantile_method``, ``date_format`` (the file's date text format, or
-    None), ``targets``, ``joint`` (the samples are joint paths), and for :func:`forecast_run`'s plot ``context_dates``, ``context`` ``[C, Dy]``
-    and ``paths`` ``[S, H, Dy]``.
+    None), ``targets``, ``joint`` (the samples are joint paths), ``layout`` (the run's csv task
+    options, :func:`run_layout`), and for :func:`forecast_run`'s plot ``context_dates``,
+    ``context`` ``[C, Dy]`` and ``paths`` ``[S, H, Dy]``.
     """
     return _forecast(run_dir, history, horizon, num_samples, quantiles, seed, checkpoint, memory_budget,
                      progress)
@@ -335,6 +336,7 @@ def _forecast(run_dir, history, horizon=None, num_samples=0, quantiles=None, see
     columns["quantile_method"] = method
     frame = pd.DataFrame(columns)
     frame.attrs.update(quantile_method=method, date_format=read["date_format"], targets=layout["target_columns"],
+                       layout=layout,
                        context_dates=read["context_dates"], context=read["y"], paths=samples,
                        joint=bool(getattr(model, "causal", False)))
     return frame
@@ -352,15 +354,17 @@ def write_forecast(frame, output):
     return output
 
 
-def read_truth(truth, frame, layout):
+def read_truth(truth, frame):
     """``[H, Dy]`` observed values (NaN: not given) of the run's targets at ``frame``'s
-    forecast steps, from the CSV file or DataFrame ``truth`` laid out as the history (its
+    (:func:`forecast`'s, its ``attrs["layout"]`` the run's options) forecast steps, from the
+    CSV file or DataFrame ``truth`` laid out as the history (its
     date column, matched by date; undated: its first rows in order). A file that gives
     none of the forecast steps is a TaskError naming it."""
     import pandas as pd
 
     from taylorformer.tasks.csv_series import read_series, read_table
 
+    layout = frame.attrs["layout"]
     in_memory = isinstance(truth, pd.DataFrame)
     if not in_memory and (reason := not_a_file(truth)):
         raise TaskError(f"truth file {os.fspath(truth)!r} {reason}")
@@ -454,7 +458,7 @@ def forecast_run(run_dir, history, output, horizon=None, num_samples=0, quantile
                           draws=PLOT_DRAWS if plot is not None else 0)
         observed = None
         if truth is not None:
-            observed = read_truth(truth, frame, run_layout(run_normaliser(run_dir, checkpoint), run_dir))
+            observed = read_truth(truth, frame)
             frame.attrs["truth_scores"] = truth_scores(frame, observed)
         write_forecast(frame, table)
         if image is not None:

@@ -40,19 +40,19 @@ def cell(value, digits=4):
 #: the keys of each row in ``replicate --list --json`` (the rest of the row's fields follow)
 LIST_KEYS = ("id", "paper", "table", "dataset", "model", "metric", "higher_is_better", "paper_value",
              "paper_error", "paper_error_kind", "paper_comparable", "ours", "earlier", "baseline", "baseline_reason",
-             "status", "status_kind", "status_reason")
+             "status", "status_kind", "status_reason", "authors_code")
 
 
 def list_rows(args):
     """``replicate --list``: a table of the rows, or every field as JSON (``--json``)."""
-    from taylorformer_replication import replication
+    from taylorformer_replication import authors_code, replication
 
     listed = replication.list_rows(args.results, baselines=args.baselines)
     if args.json:
         print_json([{**{k: row[k] for k in LIST_KEYS}, **{k: v for k, v in row.items() if k not in LIST_KEYS}}
                      for row in listed])
         return 0
-    table = [("ID", "METRIC", "PAPER VALUE", "OURS", "BUDGET", "BASELINE", "STATUS")]
+    table = [("ID", "METRIC", "PAPER VALUE", "OURS", "BUDGET", "BASELINE", "AUTHORS' CODE", "STATUS")]
     for row in listed:
         ours = row["ours"]
         mark = "" if ours is None or ours["source"] == "results" else " *"
@@ -63,15 +63,20 @@ def list_rows(args):
         budget = "" if ours is None else (f"{ours['budget']} ({ours['steps']} steps, "
                                           f"{100 * ours['budget_fraction']:.2g}% of the paper's)")
         status = row["status"] + (f": {row['status_reason']}" if row["status_kind"] == "not implemented" else "")
+        matched = row["authors_code"]
+        authors = "-" if matched is None else (f"{cell(matched['ours'].get('mean'))} vs "
+                                               f"{cell(matched['authors'].get('mean'))}: {matched['status']}")
         table.append((row["id"], row["metric"], replication.format_value(replication.get_row(row["id"])), value,
-                      budget, baseline, status))
+                      budget, baseline, authors, status))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     for r in table:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     print(f"\nOurs: the last line of {args.results} for each row ({len(listed)} rows); * where it has none: "
           f"the project's recorded result, from {replication.RECORDED_RESULTS}. Baselines: "
           f"{args.baselines}, else {replication.RECORDED_BASELINES}. (understated): an iid error bar over "
-          "overlapping windows, not used for the status. --json gives every field, with the reasons for each "
+          "overlapping windows, not used for the status. AUTHORS' CODE: the mean of ours vs the authors' code "
+          "over seeds at a matched budget, from "
+          f"{authors_code.RECORDED_COMPARISONS}. --json gives every field, with the reasons for each "
           "status and missing baseline.")
     return 0
 

@@ -56,6 +56,7 @@ from taylorformer.errors import RunDirectoryError, SpecError, TaylorformerError,
 from taylorformer.files import atomic_write_text
 from taylorformer.spec import deep_merge
 from taylorformer.workflow.run_dir import RunDirectory
+from taylorformer_replication import authors_code
 from taylorformer_replication.experiment import CEILINGS, format_value, printed_decimals
 
 BUDGETS = ("paper", "small")
@@ -561,7 +562,7 @@ def _by_row(path):
 
 
 def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFAULT_BASELINES,
-              recorded_baselines=RECORDED_BASELINES):
+              recorded_baselines=RECORDED_BASELINES, comparisons=authors_code.RECORDED_COMPARISONS):
     """Every registered row as a dict: its fields, ``higher_is_better``, ``last`` (the last
     line for it in ``results``, the user's runs) and ``recorded`` (the last line for it in
     ``recorded``, the project's results), each None when there is none; ``ours`` (the last
@@ -571,9 +572,12 @@ def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFA
     protocol, when ``ours`` is None), ``paper_comparable`` (``{value, error, why}`` where
     the paper's code scaled its value, else None), ``baseline`` (name, kind, value, stderr,
     ...; None with ``baseline_reason``) from ``baselines`` (the user's) over
-    ``recorded_baselines`` (the project's), and ``status`` (:func:`status_label`) with
-    ``status_kind`` (:data:`STATUSES`) and ``status_reason``."""
+    ``recorded_baselines`` (the project's), ``status`` (:func:`status_label`) with
+    ``status_kind`` (:data:`STATUSES`) and ``status_reason``, and ``authors_code`` (the
+    budget-matched comparison with the authors' code recorded in ``comparisons``,
+    :func:`taylorformer_replication.authors_code.comparison`; None where there is none)."""
     mine, project = _by_row(results), _by_row(recorded)
+    matched = authors_code.read_comparisons(comparisons)
     recorded_lines, user_lines = baseline_lines(recorded_baselines), baseline_lines(baselines)
     scored = {key: recorded_lines.get(key, []) + user_lines.get(key, [])
               for key in {**recorded_lines, **user_lines}}  # the user's lines last: they win
@@ -600,7 +604,8 @@ def list_rows(results=DEFAULT_RESULTS, recorded=RECORDED_RESULTS, baselines=DEFA
                        "paper_comparable": None if row.paper_scale is None else
                        {"value": value, "error": error, "why": row.paper_scale_why},
                        "baseline": baseline, "baseline_reason": reason, "status": status_label(kind, ours),
-                       "status_kind": kind, "status_reason": why})
+                       "status_kind": kind, "status_reason": why,
+                       "authors_code": authors_code.comparison(row, matched.get(row.id))})
     return listed
 
 
@@ -664,11 +669,38 @@ def markdown_not_implemented(listed):
     return "\n".join(lines) + "\n"
 
 
+def markdown_authors_code(listed):
+    """The rows with a budget-matched comparison with the authors' code (``authors_code``
+    of :func:`list_rows`) as a Markdown table: per side the per-seed scores and their mean
+    +- se, the gap, the paper's value and the status; '' where no row has one."""
+    matched = sorted((item for item in listed if item["authors_code"]), key=lambda r: r["id"])
+    if not matched:
+        return ""
+
+    def side(c, name):
+        runs = " ".join(f"{r['value']:.3f}" for r in c[name]["runs"])
+        spread = f"{c[name]['mean']:.3f} ± {c[name]['se']:.3f}" if c[name].get("se") is not None else "n/a"
+        return f"{runs} | {spread}"
+
+    lines = [f"Rows compared with the authors' code at a matched budget ({len(matched)}; both sides on the "
+             f"same training batches and test tasks; {authors_code.TEST}):", "",
+             "| row | authors' code | setting | metric | ours per seed | ours | authors' code per seed "
+             "| authors' code | ours - authors' code | paper | status |", "|---" * 11 + "|"]
+    for item in matched:
+        c = item["authors_code"]
+        gap = "n/a" if c["gap"] is None else f"{c['gap']:+.3f} ± {c['gap_se']:.3f}"
+        paper = format_value(get_row(item["id"])).replace("+-", "±")
+        lines.append(f"| `{item['id']}` | {c['authors_code']} | {c['setting']} | {c['metric']} "
+                     f"| {side(c, 'ours')} | {side(c, 'authors')} | {gap} | {paper} | **{c['status']}** |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_table(listed=None):
     """The generated block of docs/replication.md, from :func:`list_rows`: the rows counted
     by status (:func:`markdown_counts`), one line per row that can run here (paper, ours
-    and the baseline with their error bars, the budget fraction and the status), and the
-    rows that cannot, grouped by why (:func:`markdown_not_implemented`)."""
+    and the baseline with their error bars, the budget fraction and the status), the
+    comparisons with the authors' code (:func:`markdown_authors_code`), and the rows that
+    cannot run, grouped by why (:func:`markdown_not_implemented`)."""
     listed = list_rows() if listed is None else listed
     runnable = [item for item in listed if item["status_kind"] != "not implemented"]
     lines = [f"Rows by status ({len(listed)} rows; from `taylorformer replicate --list --json`):", "",
@@ -694,6 +726,9 @@ def markdown_table(listed=None):
         state = f"**{item['status']}**: {item['status_reason']}"
         lines.append(f"| `{item['id']}` | {_paper_name(item)} {item['table']} | {item['metric']} "
                      f"| {paper} | {ours} | {budget} | {wall} | {baseline} | {state} |")
+    matched = markdown_authors_code(listed)
+    if matched:
+        lines += ["", matched.rstrip("\n")]
     if len(runnable) < len(listed):
         lines += ["", f"The {len(listed) - len(runnable)} rows that cannot run here (status `not implemented`), "
                       "by why:", "", markdown_not_implemented(listed).rstrip("\n")]

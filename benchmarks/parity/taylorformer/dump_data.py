@@ -5,6 +5,7 @@ Run with the taylorformer virtualenv::
     python dump_data.py                       # 2000 training batches of 32, seed 0
     python dump_data.py --steps 50 --out data/small.npz
     python dump_data.py --batch-size 8 --num-total 40   # the learning runs' size (README.md)
+    python dump_data.py --batch-size 8 --num-total 40 --kernel matern52 --noise 0   # Table 1's row
 
 Training batch ``i`` is what ``Trainer._train_data(0)`` streams to step ``i + 1``
 (``task.dataset("train", start=0, batch_size=32, seed=SEED)``); the test batches are
@@ -12,7 +13,10 @@ Training batch ``i`` is what ``Trainer._train_data(0)`` streams to step ``i + 1`
 protocol (App. A.1, EQ kernel by default): x ~ U[-2, 2], Nc ~ U{3..97} per task,
 Nt = 100 - Nc, padded to 97 + 97 with ``mask_c``/``mask_t`` (padded entries are 0).
 ``--num-total N`` shortens the sequences (Nc ~ U{3..N-3}, Nt = N - Nc, padded to
-(N-3) + (N-3)); the test batches keep 32 tasks each (``--test-batch-size``).
+(N-3) + (N-3)); the test batches keep 32 tasks each (``--test-batch-size``). ``--kernel``
+(eq, matern52, periodic) and ``--noise`` (observation noise std; default the task's, 1e-3)
+override the task's config; Table 1's rows use ``--noise 0``. The file name carries the
+kernel; the noise is in ``meta`` and in the training runs' final JSON line.
 
 Arrays: ``{split}_{key}`` with key ``xc [K, B, 97, 1]``, ``yc``, ``xt``, ``yt``, ``mask_c
 [K, B, 97]``, ``mask_t``, ``gt_loglik [K, B]``, ``gt_loglik_joint [K, B]``; ``meta``: JSON
@@ -54,7 +58,9 @@ def main(argv=None):
     parser.add_argument("--test-batch-size", type=int, default=32)
     parser.add_argument("--num-total", type=int, default=100,
                         help="points per task, Nc + Nt (default 100, the paper's); Nc ~ U{3..N-3}")
-    parser.add_argument("--kernel", default="eq")
+    parser.add_argument("--kernel", default="eq", help="eq (default), matern52 or periodic")
+    parser.add_argument("--noise", type=float, default=None,
+                        help="observation noise std (default: the task's, 1e-3); Table 1's rows: 0")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
@@ -63,6 +69,8 @@ def main(argv=None):
     from taylorformer.task import make_task
 
     task_name, task_config = "gp-taylorformer", {"kernel": args.kernel}
+    if args.noise is not None:
+        task_config["noise"] = args.noise
     if args.num_total != 100:
         if not 6 <= args.num_total <= 100:
             raise SystemExit(f"--num-total must be in [6, 100], got {args.num_total}")

@@ -1,11 +1,13 @@
 """Summarise the learning runs of run_learning.sh (any Python with NumPy)::
 
-    python summarize.py 2000              # reads results/learning-{ours,ref}-seed*-2000.jsonl
+    python summarize.py 2000              # reads results/learning-{ours,ref}[-KERNEL]-seed*-2000.jsonl
     python summarize.py 200 out           # another folder (run_learning.sh's OUT)
 
-Prints, per side and evaluation step, the test log-likelihood of every seed (+- its
+Per kernel (eq: ``learning-<side>-seed*``; matern52, periodic: ``learning-<side>-<kernel>-seed*``)
+prints, per side and evaluation step, the test log-likelihood of every seed (+- its
 standard error over the test tasks) and the mean +- standard error over seeds; then the
-steady training speed (steps/s wall, CPU seconds per step) per run and the ratios.
+steady training speed (steps/s wall, CPU seconds per step) per run and the ratios. Ends
+with one table of the final step over kernels.
 """
 import glob
 import json
@@ -18,16 +20,29 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    steps = argv[0] if argv else "2000"
-    folder = argv[1] if len(argv) > 1 else os.path.join(HERE, "results")
+KERNELS = ("eq", "matern52", "periodic")
+
+
+def mean_se(values):
+    """Mean and standard error over seeds (nan for one seed)."""
+    m = np.array(values, np.float64)
+    return m.mean(), (m.std(ddof=1) / math.sqrt(len(m)) if len(m) > 1 else float("nan"))
+
+
+def load_runs(folder, kernel, steps):
+    """``{side: [run lines]}`` of the finished runs of ``kernel``."""
+    tag = "" if kernel == "eq" else f"-{kernel}"
     runs = {}
     for side in ("ours", "ref"):
-        for path in sorted(glob.glob(os.path.join(folder, f"learning-{side}-seed*-{steps}.jsonl"))):
+        for path in sorted(glob.glob(os.path.join(folder, f"learning-{side}{tag}-seed*-{steps}.jsonl"))):
             lines = [json.loads(l) for l in open(path) if l.strip()]
             if lines and "steady_steps_per_s" in lines[-1]:  # finished runs only
                 runs.setdefault(side, []).append(lines)
+    return runs
+
+
+def print_kernel(kernel, runs):
+    print(f"### {kernel}\n")
     evals = sorted({l["step"] for rs in runs.values() for r in rs for l in r})
     print("| step | side | per seed (test log-lik. +- se over tasks) | mean +- se over seeds |")
     print("|---|---|---|---|")
@@ -35,22 +50,47 @@ def main(argv=None):
         for side, rs in runs.items():
             vals = [(r[-1]["seed"], l["test_loglik_mean"], l["test_loglik_stderr"])
                     for r in rs for l in r if l["step"] == step]
-            m = np.array([v[1] for v in vals])
-            se = m.std(ddof=1) / math.sqrt(len(m)) if len(m) > 1 else float("nan")
+            mean, se = mean_se([v[1] for v in vals])
             per = ", ".join(f"s{s}: {v:.3f} +- {e:.3f}" for s, v, e in vals)
-            print(f"| {step} | {side} | {per} | {m.mean():.3f} +- {se:.3f} (n={len(m)}) |")
+            print(f"| {step} | {side} | {per} | {mean:.3f} +- {se:.3f} (n={len(vals)}) |")
     print()
-    speed = {}
     for side, rs in runs.items():
         for r in rs:
             f = r[-1]
-            speed.setdefault(side, []).append((f["steady_steps_per_s"], f["steady_cpu_seconds_per_step"]))
             print(f"{side} seed {f['seed']}: steady {f['steady_steps_per_s']} steps/s wall, "
-                  f"{f['steady_cpu_seconds_per_step']} CPU s/step, params {f['num_params']}")
-    if len(speed) == 2:
-        o, r = (np.array(speed[s]) for s in ("ours", "ref"))
+                  f"{f['steady_cpu_seconds_per_step']} CPU s/step, params {f['num_params']}, "
+                  f"task {f.get('task_config', 'gp-taylorformer defaults (eq, noise 1e-3)')}")
+    if len(runs) == 2:
+        o, r = (np.array([(x[-1]["steady_steps_per_s"], x[-1]["steady_cpu_seconds_per_step"])
+                          for x in runs[s]]) for s in ("ours", "ref"))
         print(f"ratio ours/ref: steps/s wall {o[:, 0].mean() / r[:, 0].mean():.2f}x, "
               f"CPU time per step {r[:, 1].mean() / o[:, 1].mean():.2f}x faster")
+    print()
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    steps = argv[0] if argv else "2000"
+    folder = argv[1] if len(argv) > 1 else os.path.join(HERE, "results")
+    finals = []
+    for kernel in KERNELS:
+        runs = load_runs(folder, kernel, steps)
+        if not runs:
+            continue
+        print_kernel(kernel, runs)
+        for side, rs in runs.items():
+            last = [r[-1] for r in sorted(rs, key=lambda r: r[-1]["seed"])]
+            mean, se = mean_se([f["test_loglik_mean"] for f in last])
+            finals.append((kernel, side, ", ".join(f"s{f['seed']}: {f['test_loglik_mean']:.3f}" for f in last),
+                           f"{mean:.3f} +- {se:.3f} (n={len(last)})", f"{last[0]['gt_loglik_joint_mean']:.2f}",
+                           f"{np.mean([f['steady_steps_per_s'] for f in last]):.2f}",
+                           f"{np.mean([f['steady_cpu_seconds_per_step'] for f in last]):.4f}"))
+    print(f"### final step ({steps}), all kernels\n")
+    print("| kernel | side | per seed (test log-lik.) | mean +- se over seeds | exact GP (joint) "
+          "| steps/s wall | CPU s/step |")
+    print("|---|---|---|---|---|---|---|")
+    for row in finals:
+        print("| " + " | ".join(row) + " |")
     return 0
 
 

@@ -99,7 +99,8 @@ def main(argv=None):
         "steady_cpu_seconds_per_step": round((cpu - first_cpu) / (steps - 1), 4) if steps > 1 else None,
         "train_loss_last50": float(np.mean(losses[-50:])),
         "num_params": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
-        "tensorflow": tf.__version__, "data": os.path.basename(args.data)}), flush=True)
+        "tensorflow": tf.__version__, "data": os.path.basename(args.data),
+        "task_config": meta["task_overrides"]}), flush=True)
     return 0
 
 

@@ -7,5 +7,5 @@ PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q "tox>=4"
+.venv/bin/python -m pip install -q "tox>=4" "tox-uv>=1.37"
 exec .venv/bin/tox run -e "${TOX_ENVS:-tf221,tf219}"

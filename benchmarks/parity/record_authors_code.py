@@ -9,9 +9,10 @@ writes one line per run for the table row it matches:
   ``<model>-gp-shift-<Delta>`` (TNP-D, TE-TNP, CNP against cambridge-mlg/tnp and tetnp);
 * ``taylorformer/results/learning-{ours,ref}[-<kernel>]-seed<S>-2000.jsonl``: Taylorformer
   Table 1, rows ``taylorformer-gp-<kernel>`` (against oremnirv/Taylorformer);
-* ``bsa_tnp/results/learning-main.jsonl`` and ``learning-seed2.jsonl``: BSA-TNP Table 1,
-  row ``bsa-tnp-gp2d-train`` (against MLGlobalHealth/dl4bi; its metric is the NLL, the
-  negated log-likelihood).
+* ``bsa_tnp/results/domains-<side>-seed<S>.json``: BSA-TNP Table 1, rows
+  ``bsa-tnp-gp2d-{train,shifted,scaled}`` (against MLGlobalHealth/dl4bi; NLL); where there
+  are none, ``bsa_tnp/results/learning-main.jsonl`` and ``learning-seed2.jsonl`` give the
+  train domain's row (the NLL is their negated log-likelihood).
 
 A run records the row's protocol version it ran under, read from the run itself (the
 task's noise, the parameter count), so a later change of a row's protocol leaves it out.
@@ -59,18 +60,26 @@ def final_lines(path):
     return last
 
 
-def table5_lines():
+def scored_runs(pattern, scores, row_id, metric):
+    """One line per score of each run file (JSON) matching ``pattern`` under this folder:
+    ``run[scores]`` maps a name (a shift, a domain) to ``{metric: mean, "stderr", "num_tasks"}``;
+    ``row_id(run, name)`` is the row it scores."""
     lines = []
-    for path in sorted(glob.glob(os.path.join(HERE, "table5", "results", "*-seed*.json"))):
+    for path in sorted(glob.glob(os.path.join(HERE, pattern))):
         run = json.load(open(path, encoding="utf-8"))
-        for shift, score in run["shifts"].items():
-            row = get_row(f"{run['model']}-gp-shift-{float(shift):g}")
+        for name, score in run[scores].items():
+            row = get_row(row_id(run, name))
             lines.append({"row": row.id, "side": run["side"], "seed": run["seed"], "steps": run["steps"],
-                          "protocol": row.protocol_version, "metric": "loglik", "value": score["loglik"],
+                          "protocol": row.protocol_version, "metric": metric, "value": score[metric],
                           "stderr": score["stderr"], "num_tasks": score["num_tasks"],
                           "authors_code": run["reference"], "setting": run["setting"], "source": relative(path),
                           "device": run["device"], "commit": run["commit"], "date": run.get("date", "")})
     return lines
+
+
+def table5_lines():
+    return scored_runs(os.path.join("table5", "results", "*-seed*.json"), "shifts",
+                       lambda run, shift: f"{run['model']}-gp-shift-{float(shift):g}", "loglik")
 
 
 def taylorformer_lines():
@@ -95,7 +104,11 @@ def taylorformer_lines():
 
 
 def bsa_lines():
-    lines = []
+    """The runs scored on every domain where there are any, else the train-domain learning runs."""
+    lines = scored_runs(os.path.join("bsa_tnp", "results", "domains-*-seed*.json"), "domains",
+                        lambda run, domain: f"bsa-tnp-gp2d-{domain}", "nll")
+    if lines:
+        return lines
     for name in ("learning-main.jsonl", "learning-seed2.jsonl"):
         path = os.path.join(HERE, "bsa_tnp", "results", name)
         for (impl, seed), line in sorted(final_lines(path).items()):

@@ -682,8 +682,10 @@ def markdown_authors_code(listed):
         spread = f"{c[name]['mean']:.3f} ± {c[name]['se']:.3f}" if c[name].get("se") is not None else "n/a"
         return f"{runs} | {spread}"
 
-    lines = [f"Rows compared with the authors' code at a matched budget ({len(matched)}; both sides on the "
-             f"same training batches and test tasks; {authors_code.TEST}):", "",
+    kinds = [kind for kind in authors_code.STATUSES if any(i["authors_code"]["status_kind"] == kind for i in matched)]
+    tally = ", ".join(f"{kind} {sum(i['authors_code']['status_kind'] == kind for i in matched)}" for kind in kinds)
+    lines = [f"Rows compared with the authors' code at a matched budget ({len(matched)}: {tally}; both sides on "
+             f"the same training batches and test tasks; {authors_code.TEST}):", "",
              "| row | authors' code | setting | metric | ours per seed | ours | authors' code per seed "
              "| authors' code | ours - authors' code | paper | status |", "|---" * 11 + "|"]
     for item in matched:

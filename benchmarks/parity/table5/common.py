@@ -2,6 +2,7 @@
 the result record. NumPy only, so that the taylorformer venv and the reference venv both
 import it (``train_ours.py``, ``train_authors.py``, ``dump_shifts.py``).
 """
+import importlib.util
 import json
 import os
 import platform
@@ -40,6 +41,15 @@ SETTING = {
 }
 
 
+def load_script(folder, name):
+    """The module of ``../<folder>/<name>.py`` (another parity folder's script), by path."""
+    path = os.path.join(HERE, os.pardir, folder, f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"{folder}_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def train_path():
     """The dumped training batches (and the Delta = 0 test batches) of every run."""
     return os.path.join(DATA, f"train-seed{SEED_DATA}-{STEPS}.npz")
@@ -76,6 +86,22 @@ def shift_record(per_task):
     """``{"loglik", "stderr", "num_tasks"}`` of per-task log-likelihoods ``[n]``."""
     mean, err = mean_stderr(per_task)
     return {"loglik": mean, "stderr": err, "num_tasks": int(len(per_task))}
+
+
+def score_shifts(task_loglik, keys, at_zero):
+    """``{Delta: shift_record}`` of a trained model on each shift's dumped test batches.
+
+    ``task_loglik(batch)``: per-task log-likelihoods ``[B]`` (NumPy) of one batch of NumPy
+    arrays ``{key: [B, ...]}``; ``at_zero``: the training loop's own Delta = 0 score, which
+    the Delta = 0 record must repeat (the same model, batches and scoring)."""
+    shifts = {}
+    for shift in SHIFTS:
+        test = test_arrays(shift_path(shift), keys)
+        shifts[shift] = shift_record(np.concatenate(
+            [task_loglik({k: v[j] for k, v in test.items()}) for j in range(len(test["xc"]))]))
+    if abs(shifts[0.0]["loglik"] - at_zero) > 1e-9:
+        raise SystemExit("the Delta = 0 score differs from the training loop's own evaluation")
+    return shifts
 
 
 def commit():

@@ -16,7 +16,6 @@ Cholesky round-off); the first test batch equals the task's own draw. Then the e
 ceiling per shift (``taylorformer.workflow.baselines.exact_gp_values``, the replication
 rows' ``exact-gp`` baseline) on the same 512 tasks goes to ``results/exact-gp.json``.
 """
-import importlib.util
 import json
 import os
 import sys
@@ -29,14 +28,6 @@ KEYS = ("xc", "yc", "xt", "yt", "mask_c", "mask_t", "gt_loglik")
 #: tolerances of the moved-by-Delta check: float32 rounding of inputs up to |x| = 4, and
 #: outputs drawn through a Cholesky factor of covariances at the moved float32 inputs
 INPUT_TOL, OUTPUT_TOL = 1e-6, 1e-3
-
-
-def dump_data_main():
-    spec = importlib.util.spec_from_file_location(
-        "tnpd_dump_data", os.path.join(common.HERE, os.pardir, "tnp_d", "dump_data.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
 
 
 def check_rows():
@@ -53,7 +44,7 @@ def main():
     from taylorformer.workflow.baselines import exact_gp_values
 
     check_rows()
-    dump = dump_data_main()
+    dump = common.load_script("tnp_d", "dump_data").main
     seed, steps = str(common.SEED_DATA), str(common.STEPS)
     if not os.path.exists(common.train_path()):
         dump(["--task", common.TASK, "--task-config", json.dumps(common.task_config()), "--seed", seed,

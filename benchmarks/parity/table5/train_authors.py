@@ -24,10 +24,8 @@ floor; the configs' default is 0). Training: ``../tnp_d/train_ref.py``'s loop an
 global-norm clip 0.5, one dumped batch per step, one thread, ``check_shapes`` off.
 """
 import argparse
-import importlib.util
 import os
 import sys
-import time
 import types
 
 import common
@@ -45,14 +43,6 @@ from tnp.networks.deepset import DeepSet  # noqa: E402
 from tnp.networks.mlp import MLP  # noqa: E402
 
 MIN_NOISE = 1e-3
-
-
-def load_script(folder, name):
-    path = os.path.join(common.HERE, os.pardir, folder, f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"{folder}_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class MaskedCNPEncoder(CNPEncoder):
@@ -106,8 +96,8 @@ def main(argv=None):
 
     set_enable_check_shapes(False)
     torch.set_num_threads(1)
-    tnpd = load_script("tnp_d", "train_ref")
-    tetnp = load_script("te_tnp", "train_ref") if args.model == "te-tnp" else None
+    tnpd = common.load_script("tnp_d", "train_ref")
+    tetnp = common.load_script("te_tnp", "train_ref") if args.model == "te-tnp" else None
     train, test, _, _, steps = tnpd.load_data(common.train_path(), args.steps)
     torch.manual_seed(args.seed)
     model, task_loglik, train_step = build(args.model, tnpd, tetnp)
@@ -115,14 +105,8 @@ def main(argv=None):
     mean0, _, run = tnpd.train_on_batches(model, optimizer, train, test, steps, 0, common.CLIP, task_loglik,
                                           train_step)
     model.eval()
-    shifts = {}
     with torch.no_grad():
-        for shift in common.SHIFTS:
-            test = common.test_arrays(common.shift_path(shift), tnpd.KEYS)
-            batches = [tnpd.to_torch({k: v[j] for k, v in test.items()}) for j in range(len(test["xc"]))]
-            shifts[shift] = common.shift_record(torch.cat([task_loglik(model, b) for b in batches]).numpy())
-    if abs(shifts[0.0]["loglik"] - mean0) > 1e-9:
-        raise SystemExit("the Delta = 0 score differs from the training loop's own evaluation")
+        shifts = common.score_shifts(lambda batch: task_loglik(model, tnpd.to_torch(batch)).numpy(), tnpd.KEYS, mean0)
     parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
     cpu_per_step = (run["cpu"] - run["first_cpu"]) / max(run["done"] - 1, 1)
     out = common.write_result(args.model, "authors", args.seed, run["done"], parameters, run["wall"], cpu_per_step,

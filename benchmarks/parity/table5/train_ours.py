@@ -13,25 +13,15 @@ batch 16, one thread. The final model is scored with ``taylorformer.loglik`` (me
 log-likelihood per real target point, per task) on each shift's 512 test tasks.
 """
 import argparse
-import importlib.util
 import os
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
 import common  # noqa: E402
-
-
-def load_script(folder, name):
-    path = os.path.join(common.HERE, os.pardir, folder, f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"{folder}_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def model_spec(model):
@@ -71,15 +61,10 @@ def main(argv=None):
                       schedule="constant", warmup_steps=0, tensorboard=False)
     trainer = Trainer(model_spec(args.model), task, cfg, tempfile.mkdtemp(prefix="table5-ours-"),
                       task_name=common.TASK)
-    run = load_script("tnp_d", "train_ours").train_on_dumped(trainer, data, args.steps)
-    shifts = {}
-    for shift in common.SHIFTS:
-        test = common.test_arrays(common.shift_path(shift), ("xc", "yc", "xt", "yt", "mask_c", "mask_t"))
-        batches = [{k: tf.constant(v[j]) for k, v in test.items()} for j in range(len(test["xc"]))]
-        shifts[shift] = common.shift_record(np.concatenate(
-            [taylorformer.loglik(trainer.model, b).numpy() for b in batches]))
-    if abs(shifts[0.0]["loglik"] - run["test_loglik_mean"]) > 1e-9:
-        raise SystemExit("the Delta = 0 score differs from the training loop's own evaluation")
+    run = common.load_script("tnp_d", "train_ours").train_on_dumped(trainer, data, args.steps)
+    shifts = common.score_shifts(
+        lambda batch: taylorformer.loglik(trainer.model, {k: tf.constant(v) for k, v in batch.items()}).numpy(),
+        ("xc", "yc", "xt", "yt", "mask_c", "mask_t"), run["test_loglik_mean"])
     out = common.write_result(args.model, "ours", args.seed, run["steps"], run["num_params"], run["train_seconds"],
                               run["steady_cpu_s_per_step"], shifts,
                               {"train_loss_last50": run["train_loss_last50"], "spec": model_spec(args.model)})

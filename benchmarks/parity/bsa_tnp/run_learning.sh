@@ -6,11 +6,13 @@
 #   OURS_PY=../../../.venv/bin/python bash run_learning.sh            # seeds 0 1 2, 2000 steps
 #   SEEDS="1 2" STEPS=2000 bash run_learning.sh                       # the rest of a cut-off run
 #   REF_ARGS="--like-ours" bash run_learning.sh                       # the reference with every flag
+#   TEST_DOMAINS="train shifted scaled" bash run_learning.sh          # + results/domains-<side>-seed<S>.json
 #
 # Environment: OURS_PY (python with taylorformer; default the repo's .venv), DL4BI_VENV
 # (reference venv, default ~/.cache/ref-dl4bi), DATA (npz from dump_data.py), SEEDS,
-# STEPS, EVAL_EVERY, REF_ARGS, OURS_ARGS, OUT, THREADS (1, the default: one thread per
-# process on both sides; anything else leaves the libraries' defaults).
+# STEPS, EVAL_EVERY, REF_ARGS, OURS_ARGS, TEST_DOMAINS (both sides' --test-domains), OUT,
+# THREADS (1, the default: one thread per process on both sides; anything else leaves the
+# libraries' defaults).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OURS_PY=${OURS_PY:-$HERE/../../../.venv/bin/python}
@@ -34,10 +36,10 @@ for seed in $SEEDS; do
     echo "[$(date +%H:%M:%S)] $side seed $seed (load $(cut -d' ' -f1 /proc/loadavg))" >&2
     if [ $side = ours ]; then
       nice -n 5 "$OURS_PY" "$HERE/train_ours.py" --data "$DATA" --steps "$STEPS" --eval-every "$EVAL_EVERY" \
-        --seed "$seed" ${OURS_ARGS:-} 2>>"${OUT%.jsonl}.log" | grep --line-buffered '^{' | tee -a "$OUT"
+        --seed "$seed" ${TEST_DOMAINS:+--test-domains $TEST_DOMAINS} ${OURS_ARGS:-} 2>>"${OUT%.jsonl}.log" | grep --line-buffered '^{' | tee -a "$OUT"
     else
       nice -n 5 "$REF_PY" "$HERE/train_ref.py" --data "$DATA" --steps "$STEPS" --eval-every "$EVAL_EVERY" \
-        --seed "$seed" ${REF_ARGS:-} 2>>"${OUT%.jsonl}.log" | grep --line-buffered '^{' | tee -a "$OUT"
+        --seed "$seed" ${TEST_DOMAINS:+--test-domains $TEST_DOMAINS} ${REF_ARGS:-} 2>>"${OUT%.jsonl}.log" | grep --line-buffered '^{' | tee -a "$OUT"
     fi
   done
 done

@@ -15,7 +15,10 @@ standard error over tasks.
 Prints one JSON line per evaluation and a final one (``steady_steps_per_s``: the steps
 after the first, whose tracing and compilation are left out; ``cpu_seconds``: process
 CPU time of the training steps). ``--export-init NPZ`` writes the initial weights for
-``train_ref.py --init-from``; ``--losses JSON`` every step's loss.
+``train_ref.py --init-from``; ``--losses JSON`` every step's loss. ``--test-domains train
+shifted scaled`` also scores the final model on those domains' dumped test tasks
+(``dump_data.py --test-domains``) and writes ``results/domains-ours-seed<S>.json``
+(``--result`` to change; schema: ``domains.py``).
 """
 import argparse
 import json
@@ -30,6 +33,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import domains  # noqa: E402
+
 DATA = os.path.join(HERE, "data", "gp2d-nc63-nt64-seed0-2000.npz")
 KEYS = ("xc", "yc", "xt", "yt", "mask_c", "mask_t")
 
@@ -51,6 +57,10 @@ def main(argv=None):
                          "for train_ref.py --init-from")
     ap.add_argument("--losses", default=None, metavar="JSON",
                     help="write every step's training loss (a JSON list) to this file")
+    ap.add_argument("--test-domains", nargs="*", default=[], choices=domains.DOMAINS, metavar="DOMAIN",
+                    help="score the final model on these domains' test tasks (train shifted scaled)")
+    ap.add_argument("--result", default=None, metavar="JSON",
+                    help="where --test-domains writes its record (default results/domains-ours-seed<S>.json)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--min-lr", type=float, default=2e-5)
     args = ap.parse_args(argv)
@@ -73,7 +83,6 @@ def main(argv=None):
     trainer = Trainer(args.model, task, cfg, tempfile.mkdtemp(prefix="bsa-ours-"), task_name=meta["task"])
     model = trainer.model
     if args.export_init:
-        sys.path.insert(0, HERE)
         import check_function
 
         os.makedirs(os.path.dirname(os.path.abspath(args.export_init)), exist_ok=True)
@@ -120,6 +129,14 @@ def main(argv=None):
         "num_params": int(model.count_params()), "xla": bool(model.jit_compile),
         "tensorflow": tf.__version__, "keras": keras.__version__, "load_avg_1m": round(os.getloadavg()[0], 2),
     }), flush=True)
+    if args.test_domains:
+        def task_loglik(batch):
+            return taylorformer.loglik(model, {k: tf.constant(v) for k, v in batch.items()}).numpy()
+
+        scores = domains.score_domains(task_loglik, data, args.test_domains, m)
+        path = domains.write_result(args.result, "ours", args.seed, args.steps, model.count_params(), wall, cpu,
+                                    scores, {"tensorflow": tf.__version__, "keras": keras.__version__})
+        print(json.dumps({"wrote": path, "domains": scores}), flush=True)
     return 0
 
 

@@ -22,6 +22,8 @@ and standard error over the 256 dumped test tasks. Output as train_ours.py.
 optimizer difference to ours. ``--init-from NPZ`` (with ``--like-ours``): start from our
 initial weights (``train_ours.py --export-init``), so that both sides train the same
 function from the same point; ``--losses JSON``: every step's loss (``compare_losses.py``).
+``--test-domains train shifted scaled``: also score the final model on those domains'
+dumped test tasks and write ``results/domains-authors-seed<S>.json`` (as train_ours.py).
 """
 import argparse
 import json
@@ -36,6 +38,8 @@ import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import domains  # noqa: E402
+
 DATA = os.path.join(HERE, "data", "gp2d-nc63-nt64-seed0-2000.npz")
 
 
@@ -89,6 +93,10 @@ def main(argv=None):
     ap.add_argument("--keras-adam", action="store_true",
                     help="Adam with Keras' epsilon placement (eps added to sqrt(v) before the bias "
                          "correction: optax's eps / sqrt(1 - beta2^t)); default optax.adamw's")
+    ap.add_argument("--test-domains", nargs="*", default=[], choices=domains.DOMAINS, metavar="DOMAIN",
+                    help="score the final model on these domains' test tasks (train shifted scaled)")
+    ap.add_argument("--result", default=None, metavar="JSON",
+                    help="where --test-domains writes its record (default results/domains-authors-seed<S>.json)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--min-lr", type=float, default=2e-5)
     args = ap.parse_args(argv)
@@ -191,6 +199,13 @@ def main(argv=None):
         "num_params": int(sum(x.size for x in jax.tree_util.tree_leaves(params))),
         "jax": jax.__version__, "optax": optax.__version__, "load_avg_1m": round(os.getloadavg()[0], 2),
     }), flush=True)
+    if args.test_domains:
+        scores = domains.score_domains(lambda b: np.asarray(task_loglik(params, b)), data, args.test_domains, m)
+        extra = {"flags": list(flags), "keras_adam": args.keras_adam, "init_from": init_name,
+                 "jax": jax.__version__, "optax": optax.__version__}
+        path = domains.write_result(args.result, "authors", args.seed, args.steps,
+                                    sum(x.size for x in jax.tree_util.tree_leaves(params)), wall, cpu, scores, extra)
+        print(json.dumps({"wrote": path, "domains": scores}), flush=True)
     return 0
 
 

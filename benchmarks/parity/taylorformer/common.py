@@ -1,7 +1,10 @@
 """Helpers shared by both sides' scripts (NumPy only: imported by the taylorformer venv and
 by the reference venv alike)."""
+import datetime
 import json
 import math
+import os
+import subprocess
 
 import numpy as np
 
@@ -21,6 +24,21 @@ def split_batches(data, split, limit=None):
     n = data[f"{split}_xc"].shape[0] if limit is None else limit
     arrays = {k: data[f"{split}_{k}"] for k in BATCH_KEYS}
     return [{k: v[i] for k, v in arrays.items()} for i in range(n)]
+
+
+def provenance():
+    """``{"commit", "device", "date"}`` of a run: this repository's HEAD, the CPU model and
+    cores, the UTC date (the replication rows' record of where a run ran)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    head = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"commit": head.stdout.strip() or "unknown", "device": f"{model} ({os.cpu_count()} cores)",
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
 
 
 def mean_stderr(values):

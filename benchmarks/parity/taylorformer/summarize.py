@@ -3,7 +3,8 @@
     python summarize.py 2000              # reads results/learning-{ours,ref}[-KERNEL]-seed*-2000.jsonl
     python summarize.py 200 out           # another folder (run_learning.sh's OUT)
 
-Per kernel (eq: ``learning-<side>-seed*``; matern52, periodic: ``learning-<side>-<kernel>-seed*``)
+Per kernel (eq: ``learning-<side>-seed*``; matern52, periodic, eq-noise0:
+``learning-<side>-<kernel>-seed*``)
 prints, per side and evaluation step, the test log-likelihood of every seed (+- its
 standard error over the test tasks) and the mean +- standard error over seeds; then the
 steady training speed (steps/s wall, CPU seconds per step) per run and the ratios. Ends
@@ -20,7 +21,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-KERNELS = ("eq", "matern52", "periodic")
+#: the data tags of run_learning.sh (KERNEL): EQ at noise 1e-3 (untagged), Table 1's rows at noise 0
+KERNELS = ("eq", "matern52", "periodic", "eq-noise0")
 
 
 def mean_se(values):
@@ -81,14 +83,15 @@ def main(argv=None):
         for side, rs in runs.items():
             last = [r[-1] for r in sorted(rs, key=lambda r: r[-1]["seed"])]
             mean, se = mean_se([f["test_loglik_mean"] for f in last])
-            finals.append((kernel, side, ", ".join(f"s{f['seed']}: {f['test_loglik_mean']:.3f}" for f in last),
+            noise = last[0].get("task_config", {}).get("noise", 1e-3)  # the task's default before the tag
+            finals.append((kernel, f"{noise:g}", side, ", ".join(f"s{f['seed']}: {f['test_loglik_mean']:.3f}" for f in last),
                            f"{mean:.3f} +- {se:.3f} (n={len(last)})", f"{last[0]['gt_loglik_joint_mean']:.2f}",
                            f"{np.mean([f['steady_steps_per_s'] for f in last]):.2f}",
                            f"{np.mean([f['steady_cpu_seconds_per_step'] for f in last]):.4f}"))
     print(f"### final step ({steps}), all kernels\n")
-    print("| kernel | side | per seed (test log-lik.) | mean +- se over seeds | exact GP (joint) "
+    print("| kernel | noise | side | per seed (test log-lik.) | mean +- se over seeds | exact GP (joint) "
           "| steps/s wall | CPU s/step |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for row in finals:
         print("| " + " | ".join(row) + " |")
     return 0

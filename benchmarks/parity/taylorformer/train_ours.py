@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import LEARNING_RATE, load, mean_stderr, split_batches  # noqa: E402
+from common import LEARNING_RATE, load, mean_stderr, provenance, split_batches  # noqa: E402
 
 
 def main(argv=None):
@@ -102,7 +102,7 @@ def main(argv=None):
         "train_loss_last50": float(np.mean(losses[-50:])),
         "num_params": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
         "tensorflow": tf.__version__, "keras": keras.__version__, "data": os.path.basename(args.data),
-        "task_config": meta["task_overrides"]}),
+        "task_config": meta["task_overrides"], **provenance()}),
         flush=True)
     return 0
 

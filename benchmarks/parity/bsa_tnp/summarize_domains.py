@@ -30,11 +30,22 @@ def write_exact_gp(data_path, out):
         key = f"{domains.prefix(domain)}gt_loglik"
         if key in data.files:
             scores[domain] = domains.nll_record(data[key].reshape(-1))
+    if "test_shifted_xc" in data.files:  # the same draws as the train domain's, inputs moved by a constant
+        real = data["test_mask_c"] > 0
+        offset = float(np.median(data["test_shifted_xc"][real] - data["test_xc"][real]))
+        deviation = {}
+        for key in ("xc", "xt", "yc", "yt", "gt_loglik"):
+            moved = data[f"test_{key}"].astype(np.float64)
+            if key in ("xc", "xt"):
+                moved = moved + offset * data[f"test_mask_{key[1]}"][..., None]
+            deviation[key] = float(np.abs(data[f"test_shifted_{key}"] - moved).max())
+        scores["shifted"]["same_tasks_as_train"] = {"input_offset": offset, "max_abs_deviation": deviation}
     meta = json.loads(str(data["meta"]))
     record = {"model": "exact-gp", "side": "ceiling", "task": meta["task"], "task_config": meta["task_config"],
               "test_domains": meta.get("test_domains", {}),
               "note": "exact GP predictive NLL per target point under each task's true lengthscale and noise "
-                      "(the dump's gt_loglik), on the test tasks of every run",
+                      "(the dump's gt_loglik), on the test tasks of every run; the scaled domain's tasks have "
+                      "4x the context and target points",
               "data": os.path.relpath(data_path, HERE), "commit": domains.commit(),
               "command": " ".join(["python", os.path.basename(__file__)] + sys.argv[1:]),
               "device": domains.device(), "domains": scores}

@@ -3,8 +3,9 @@
 # the dumped batches. Usage (from this folder):
 #   PY=<taylorformer venv python> REF=<reference venv python> [KERNEL=...] [DATA=...] [OUT=...] \
 #     bash run_learning.sh [STEPS] [EVAL_EVERY] [SEEDS]
-# KERNEL: eq (default), matern52 or periodic; DATA: default data/gp-$KERNEL-seed0-2000-b8-n40.npz
-# (the learning runs' size, README.md); OUT: default results. Writes one JSON line per
+# KERNEL: the data's tag, eq (default), matern52, periodic or eq-noise0 (README.md); DATA:
+# default data/gp-$KERNEL-seed0-2000-b8-n40.npz (the learning runs' size, README.md);
+# OUT: default results. Writes one JSON line per
 # evaluation to $OUT/learning-<side>-seed<S>-<STEPS>.jsonl for eq, and to
 # $OUT/learning-<side>-<KERNEL>-seed<S>-<STEPS>.jsonl otherwise (a file that exists is not
 # overwritten).

@@ -71,6 +71,21 @@ def build_cnp(width, layers, dim_x=1, dim_y=1):
                HeteroscedasticNormalLikelihood(min_noise=MIN_NOISE))
 
 
+def cnp_mask_check(model, tnpd):
+    """Largest |difference| over the first Delta = 0 test batch between the per-task
+    log-likelihoods of ``model`` on the padded batch (context mask handed to the
+    ``DeepSet``) and of the authors' own ``CNPEncoder.forward`` on each task unpadded."""
+    batch = tnpd.to_torch({k: v[0] for k, v in common.test_arrays(common.shift_path(0.0), tnpd.KEYS).items()})
+    padded = tnpd.task_loglik(model, batch)
+    worst = 0.0
+    for i, n in enumerate(batch["mask_c"].sum(1).tolist()):
+        xc, yc, xt = batch["xc"][i:i + 1, :n], batch["yc"][i:i + 1, :n], batch["xt"][i:i + 1]
+        dist = model.likelihood(model.decoder(CNPEncoder.forward(model.encoder, xc, yc, xt), xt))
+        own = dist.log_prob(batch["yt"][i:i + 1]).double().sum(-1).mean()
+        worst = max(worst, abs(float(own - padded[i])))
+    return worst
+
+
 def build(model, tnpd, tetnp):
     """``(model, task_loglik, train_step)`` of the authors' ``model`` at ``common.SIZES``."""
     sizes = common.SIZES[model]
@@ -90,7 +105,11 @@ def main(argv=None):
     parser.add_argument("--model", choices=common.MODELS, required=True)
     parser.add_argument("--seed", type=int, default=0, help="torch seed of the initial weights")
     parser.add_argument("--steps", type=int, default=common.STEPS)
+    parser.add_argument("--check-mask", action="store_true",
+                        help="cnp: print cnp_mask_check of the initial model and stop")
     args = parser.parse_args(argv)
+    if args.check_mask and args.model != "cnp":
+        parser.error("--check-mask checks the CNP's mask (../tnp_d and ../te_tnp check the others')")
 
     from check_shapes import set_enable_check_shapes
 
@@ -101,6 +120,10 @@ def main(argv=None):
     train, test, _, _, steps = tnpd.load_data(common.train_path(), args.steps)
     torch.manual_seed(args.seed)
     model, task_loglik, train_step = build(args.model, tnpd, tetnp)
+    if args.check_mask:
+        with torch.no_grad():
+            print(f"max |padded - authors' unpadded| per-task log-likelihood: {cnp_mask_check(model, tnpd):.3g}")
+        return 0
     optimizer = tnpd.make_optimizer(model, common.LEARNING_RATE, common.WEIGHT_DECAY)
     mean0, _, run = tnpd.train_on_batches(model, optimizer, train, test, steps, 0, common.CLIP, task_loglik,
                                           train_step)

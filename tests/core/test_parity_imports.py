@@ -19,7 +19,13 @@ SCRIPTS = ["benchmarks/parity/tnp_d/train_ours.py", "benchmarks/parity/tnp_d/che
            "benchmarks/parity/tnp_d/dump_data.py", "benchmarks/parity/tnp_d/infer_ours.py",
            "benchmarks/parity/np/dump_data.py", "benchmarks/parity/np/train_ours.py",
            "benchmarks/parity/np/check_function.py", "benchmarks/parity/convcnp/check_function.py",
-           "benchmarks/parity/convcnp/step_time.py"]
+           "benchmarks/parity/convcnp/step_time.py", "benchmarks/parity/te_tnp/train_ours.py",
+           "benchmarks/parity/te_tnp/check_function.py", "benchmarks/parity/te_tnp/forward_time.py",
+           "benchmarks/parity/bsa_tnp/train_ours.py", "benchmarks/parity/bsa_tnp/dump_data.py",
+           "benchmarks/parity/bsa_tnp/check_function.py", "benchmarks/parity/taylorformer/train_ours.py",
+           "benchmarks/parity/taylorformer/dump_data.py", "benchmarks/parity/taylorformer/check_function.py",
+           "benchmarks/parity/taylorformer/forward_time.py", "benchmarks/parity/table5/train_ours.py",
+           "benchmarks/parity/table5/dump_shifts.py"]
 
 
 def taylorformer_imports(source):

@@ -20,7 +20,7 @@ from taylorformer.cli import main
 from taylorformer.errors import PluginLoadError, RunDirectoryError, SpecError
 from taylorformer.task import make_task
 from taylorformer.workflow import baselines, runs
-from taylorformer_replication import Evaluation, Row, SmallBudget, Training, register_rows, replication
+from taylorformer_replication import Evaluation, Row, SmallBudget, Training, authors_code, register_rows, replication
 
 # ----------------------------------------------------------------------------- the papers
 #: Taylorformer Table 1 (log-lik, +- std over 5 runs), Table 4 (NLL), Table 2 (MSE)
@@ -589,7 +589,8 @@ def test_cli_list_shows_every_row_with_our_last_value(tmp_path, capsys):
     replication.append_result(str(results), record)
     assert main(["replicate", "--list", "--results", str(results)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "METRIC", "PAPER", "VALUE", "OURS", "BUDGET", "BASELINE", "STATUS"]
+    assert lines[0].split() == ["ID", "METRIC", "PAPER", "VALUE", "OURS", "BUDGET", "BASELINE", "AUTHORS'", "CODE",
+                                "STATUS"]
     by_id = {line.split()[0]: line for line in lines[1:] if line.strip()}
     assert set(registry.names("experiment")) <= set(by_id)
     fraction = 1000 / replication.get_row("bsa-tnp-gp2d-shifted").training.steps
@@ -613,6 +614,11 @@ def test_cli_list_shows_every_row_with_our_last_value(tmp_path, capsys):
     assert "taylorformer-celeba" not in recorded and "not run" in by_id["taylorformer-celeba"]
     # recorded under an earlier protocol (noise 1e-3): not run under the current one
     assert "not run" in by_id["taylorformer-gp-matern52"].split("3.87 +- 0.05")[1]
+    # the recorded comparison with the authors' code, where a row has one
+    compared = authors_code.read_comparisons()
+    for row_id in ("te-tnp-gp-shift-0", "taylorformer-gp-periodic"):
+        shown = authors_code.comparison(replication.get_row(row_id), compared[row_id])
+        assert f"{shown['ours']['mean']:.4g} vs {shown['authors']['mean']:.4g}: {shown['status']}" in by_id[row_id]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -5,10 +5,9 @@ scaled [-4, 4]^2 with 4x the points), one JSON file per run in the schema
 (``train_ours.py``) and the reference venv (``train_ref.py``) both import it.
 """
 import datetime
+import importlib.util
 import json
 import os
-import platform
-import subprocess
 import sys
 
 import numpy as np
@@ -63,20 +62,21 @@ def score_domains(task_loglik, data, domains, train_loglik):
     return scores
 
 
+def provenance():
+    """``{"commit", "device", "date"}``: ../taylorformer/common.py's ``provenance`` (NumPy only), by path."""
+    spec = importlib.util.spec_from_file_location(
+        "taylorformer_parity_common", os.path.join(HERE, os.pardir, "taylorformer", "common.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.provenance()
+
+
 def commit():
-    return subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    return provenance()["commit"]
 
 
 def device():
-    """``"<CPU model> (<cores> cores)"`` of this machine."""
-    model = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{model} ({os.cpu_count()} cores)"
+    return provenance()["device"]
 
 
 def write_result(path, side, seed, steps, parameters, wall_s, cpu_seconds, scores, extra=None):

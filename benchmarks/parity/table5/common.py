@@ -5,8 +5,6 @@ import it (``train_ours.py``, ``train_authors.py``, ``dump_shifts.py``).
 import importlib.util
 import json
 import os
-import platform
-import subprocess
 import sys
 
 import numpy as np
@@ -105,19 +103,13 @@ def score_shifts(task_loglik, keys, at_zero):
 
 
 def commit():
-    return subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    """This repository's HEAD (short), as ../taylorformer/common.py's ``provenance`` gives it."""
+    return load_script("taylorformer", "common").provenance()["commit"]
 
 
 def device():
-    """``"<CPU model> (<cores>)"`` of this machine."""
-    model = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{model} ({os.cpu_count()} cores)"
+    """``"<CPU model> (<cores> cores)"``, as ../taylorformer/common.py's ``provenance`` gives it."""
+    return load_script("taylorformer", "common").provenance()["device"]
 
 
 def write_result(model, side, seed, steps, parameters, wall_s, cpu_s_per_step, shifts, extra=None):

@@ -71,23 +71,16 @@ def provenance():
     return module.provenance()
 
 
-def commit():
-    return provenance()["commit"]
-
-
-def device():
-    return provenance()["device"]
-
-
 def write_result(path, side, seed, steps, parameters, wall_s, cpu_seconds, scores, extra=None):
     """``path`` (default ``results/domains-<side>-seed<S>.json``): one run's record."""
     num_tasks = max(s["num_tasks"] for s in scores.values())
+    where = provenance()
     record = {
         "model": "bsa-tnp", "side": side, "seed": seed, "steps": steps, "reference": REFERENCE,
         "setting": setting(steps, num_tasks), "parameters": int(parameters), "wall_s": round(float(wall_s), 1),
-        "cpu_s_per_step": round(float(cpu_seconds) / steps, 5), "commit": commit(),
+        "cpu_s_per_step": round(float(cpu_seconds) / steps, 5), "commit": where["commit"],
         "command": " ".join(["python", os.path.relpath(sys.argv[0], HERE)] + sys.argv[1:]),
-        "device": device(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "device": where["device"], "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "load_avg_1m": round(os.getloadavg()[0], 2), "domains": scores,
     }
     record.update(extra or {})

@@ -41,14 +41,15 @@ def write_exact_gp(data_path, out):
             deviation[key] = float(np.abs(data[f"test_shifted_{key}"] - moved).max())
         scores["shifted"]["same_tasks_as_train"] = {"input_offset": offset, "max_abs_deviation": deviation}
     meta = json.loads(str(data["meta"]))
+    where = domains.provenance()
     record = {"model": "exact-gp", "side": "ceiling", "task": meta["task"], "task_config": meta["task_config"],
               "test_domains": meta.get("test_domains", {}),
               "note": "exact GP predictive NLL per target point under each task's true lengthscale and noise "
                       "(the dump's gt_loglik), on the test tasks of every run; the scaled domain's tasks have "
                       "4x the context and target points",
-              "data": os.path.relpath(data_path, HERE), "commit": domains.commit(),
+              "data": os.path.relpath(data_path, HERE), "commit": where["commit"],
               "command": " ".join(["python", os.path.basename(__file__)] + sys.argv[1:]),
-              "device": domains.device(), "domains": scores}
+              "device": where["device"], "domains": scores}
     with open(out, "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")

@@ -102,25 +102,21 @@ def score_shifts(task_loglik, keys, at_zero):
     return shifts
 
 
-def commit():
-    """This repository's HEAD (short), as ../taylorformer/common.py's ``provenance`` gives it."""
-    return load_script("taylorformer", "common").provenance()["commit"]
-
-
-def device():
-    """``"<CPU model> (<cores> cores)"``, as ../taylorformer/common.py's ``provenance`` gives it."""
-    return load_script("taylorformer", "common").provenance()["device"]
+def provenance():
+    """``{"commit", "device", "date"}`` of a run: ../taylorformer/common.py's ``provenance``."""
+    return load_script("taylorformer", "common").provenance()
 
 
 def write_result(model, side, seed, steps, parameters, wall_s, cpu_s_per_step, shifts, extra=None):
     """``results/<model>-<side>-seed<S>.json`` in the schema the replication plugin reads."""
+    where = provenance()
     record = {
         "model": model, "side": side, "seed": seed, "steps": steps, "reference": REFERENCE[model],
         "setting": setting(model, steps), "parameters": int(parameters), "wall_s": round(float(wall_s), 1),
-        "cpu_s_per_step": round(float(cpu_s_per_step), 5), "commit": commit(),
+        "cpu_s_per_step": round(float(cpu_s_per_step), 5), "commit": where["commit"],
         "command": " ".join([os.path.basename(sys.executable)] + [os.path.relpath(sys.argv[0], HERE)]
                             + sys.argv[1:]),
-        "device": device(), "shifts": {f"{s:g}": shifts[s] for s in SHIFTS},
+        "device": where["device"], "shifts": {f"{s:g}": shifts[s] for s in SHIFTS},
     }
     record.update(extra or {})
     os.makedirs(RESULTS, exist_ok=True)

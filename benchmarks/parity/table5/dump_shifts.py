@@ -71,10 +71,11 @@ def main():
         ceiling[f"{shift:g}"] = {**common.shift_record(values), "moved_by_delta_max_abs": mismatch}
         print(json.dumps({"shift": shift, **ceiling[f"{shift:g}"]}), flush=True)
     os.makedirs(common.RESULTS, exist_ok=True)
+    where = common.provenance()
     record = {"model": "exact-gp", "side": "ceiling", "task": common.TASK, "task_config": common.task_config(),
               "note": "exact GP predictive log-likelihood per target point under each task's true kernel and "
                       "noise, on the test tasks of every run (taylorformer.workflow.baselines.exact_gp_values)",
-              "commit": common.commit(), "command": "python dump_shifts.py", "device": common.device(),
+              "commit": where["commit"], "command": "python dump_shifts.py", "device": where["device"],
               "shifts": ceiling}
     with open(os.path.join(common.RESULTS, "exact-gp.json"), "w") as f:
         json.dump(record, f, indent=1)

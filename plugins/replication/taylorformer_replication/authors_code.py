@@ -76,7 +76,7 @@ def read_comparisons(path=RECORDED_COMPARISONS):
 
 
 def _summary(values):
-    """``{values, mean, se, min, max, seeds}`` of one side's scores (se None for one value)."""
+    """``{mean, se, min, max, seeds}`` of one side's scores (se None for one value)."""
     n = len(values)
     mean = sum(values) / n
     se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else None
@@ -110,8 +110,8 @@ def comparison(row, lines):
     steps = max(line["steps"] for line in lines)
     at = [line for line in lines if line["steps"] == steps]
     sides = {side: sorted((line["seed"], line["value"]) for line in at if line["side"] == side) for side in SIDES}
-    kind, gap, gap_se = seed_spread_test([v for _, v in sides["ours"]], [v for _, v in sides["authors"]],
-                                         row.higher_is_better)
+    scores = {side: [value for _, value in runs] for side, runs in sides.items()}
+    kind, gap, gap_se = seed_spread_test(scores["ours"], scores["authors"], row.higher_is_better)
     counts = f"{len(sides['ours'])} seeds ours, {len(sides['authors'])} the authors' code"
     if kind == "not compared":
         reason = f"{counts}: the test needs two or more on each side"
@@ -121,7 +121,7 @@ def comparison(row, lines):
     return {"authors_code": at[0]["authors_code"], "setting": at[0]["setting"], "metric": at[0]["metric"],
             "steps": steps, "budget_fraction": fraction,
             **{side: {"runs": [{"seed": s, "value": v} for s, v in sides[side]],
-                      **(_summary([v for _, v in sides[side]]) if sides[side] else {})} for side in SIDES},
+                      **(_summary(scores[side]) if scores[side] else {})} for side in SIDES},
             "gap": gap, "gap_se": gap_se, "test": TEST, "status_kind": kind,
             "status": f"{kind} at {steps:,} steps ({100 * fraction:.2g}% of the paper's)", "reason": reason,
             "sources": sorted({line["source"] for line in at}), "device": at[0]["device"]}

@@ -10,12 +10,11 @@ writes one line per run for the table row it matches:
 * ``taylorformer/results/learning-{ours,ref}[-<kernel>]-seed<S>-2000.jsonl``: Taylorformer
   Table 1, rows ``taylorformer-gp-<kernel>`` (against oremnirv/Taylorformer);
 * ``bsa_tnp/results/domains-<side>-seed<S>.json``: BSA-TNP Table 1, rows
-  ``bsa-tnp-gp2d-{train,shifted,scaled}`` (against MLGlobalHealth/dl4bi; NLL); where there
-  are none, ``bsa_tnp/results/learning-main.jsonl`` and ``learning-seed2.jsonl`` give the
-  train domain's row (the NLL is their negated log-likelihood).
+  ``bsa-tnp-gp2d-{train,shifted,scaled}`` (against MLGlobalHealth/dl4bi; NLL).
 
-A run records the row's protocol version it ran under, read from the run itself (the
-task's noise, the parameter count), so a later change of a row's protocol leaves it out.
+A run records the row's protocol version it ran under, so a later change of a row's
+protocol leaves it out: the Taylorformer runs' from their task's noise (protocol 1 had noise
+1e-3), the Table 5 and BSA-TNP runs' the row's version when they are recorded.
 
     python benchmarks/parity/record_authors_code.py            # write the packaged CSV
     python benchmarks/parity/record_authors_code.py --check    # exit 1 where it differs
@@ -38,12 +37,6 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 UNRECORDED_DEVICE = "CPU: 2-core x86-64, shared (model not recorded)"
 TAYLORFORMER_SETTING = ("the preset unchanged; batches of 8 tasks of 40 points (Nc ~ U{3..37}; the paper: 32 of "
                         "100); the authors' Adam 3e-4 without clipping on both sides; 512 test tasks")
-BSA_SETTING = ("Nc ~ U{16..63}, Nt = 64 (the paper: U{128..511}, 1024); batch 8, AdamW, cosine 1e-4 -> 2e-5 "
-               "over the run; 256 test tasks")
-#: the BSA-TNP preset's parameter count under the row's protocol 2 (the decoder head 256-64)
-BSA_PROTOCOL2_PARAMETERS = 473_074
-
-
 def relative(path):
     return os.path.relpath(path, ROOT)
 
@@ -104,24 +97,8 @@ def taylorformer_lines():
 
 
 def bsa_lines():
-    """The runs scored on every domain where there are any, else the train-domain learning runs."""
-    lines = scored_runs(os.path.join("bsa_tnp", "results", "domains-*-seed*.json"), "domains",
-                        lambda run, domain: f"bsa-tnp-gp2d-{domain}", "nll")
-    if lines:
-        return lines
-    for name in ("learning-main.jsonl", "learning-seed2.jsonl"):
-        path = os.path.join(HERE, "bsa_tnp", "results", name)
-        for (impl, seed), line in sorted(final_lines(path).items()):
-            if not line.get("final") or line.get("flags") or line.get("init_from"):
-                continue  # a run not finished, or a reference changed by a flag: no comparison
-            protocol = 2 if impl == "dl4bi" or line["num_params"] == BSA_PROTOCOL2_PARAMETERS else 1
-            lines.append({"row": "bsa-tnp-gp2d-train", "side": "ours" if impl == "taylorformer" else "authors",
-                          "seed": seed, "steps": line["step"], "protocol": protocol, "metric": "nll",
-                          "value": -line["test_loglik_mean"], "stderr": line["test_loglik_stderr"], "num_tasks": 256,
-                          "authors_code": "MLGlobalHealth/dl4bi@fb31d9e", "setting": BSA_SETTING,
-                          "source": relative(path), "device": UNRECORDED_DEVICE,
-                          "commit": "ebb287e" if seed < 2 else "5a4cc12", "date": ""})
-    return lines
+    return scored_runs(os.path.join("bsa_tnp", "results", "domains-*-seed*.json"), "domains",
+                       lambda run, domain: f"bsa-tnp-gp2d-{domain}", "nll")
 
 
 def render(lines):

@@ -176,6 +176,8 @@ def score(run_dir):
     row.update({name: scores["crps"] for name, scores in result["baselines"].items()})
     row["paired"] = {name: gap["crps"] for name, gap in result["paired"].items()}
     row["verdict"] = result["verdict"]
+    row["coverage95"] = {"model": units.get("coverage95"),
+                         **{name: scores.get("coverage95") for name, scores in result["baselines"].items()}}
     row["lead_mae"] = lead_errors(run_dir)
     last = (Path(run_dir) / "metrics.csv").read_text().splitlines()[-1].split(",")
     row["steps"], row["train_seconds"] = int(last[0]), float(last[-1])

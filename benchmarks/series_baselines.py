@@ -133,7 +133,7 @@ def volatility_check(name, data, out, sources):
     task = make_task(*task_of(name, data, out, sources))
     baselines = SeriesBaselines(task)
     scale = np.asarray(task.std, np.float64)
-    leads = np.sqrt(np.arange(1, task.horizon + 1))[None, :, None]
+    root_leads = np.sqrt(np.arange(1, task.horizon + 1))[None, :, None]
     fixed, own = [], []
     for batch in task.dataset("test", batch_size=64):
         yc, yt = (np.asarray(batch[k], np.float64) for k in ("yc", "yt"))
@@ -141,7 +141,7 @@ def volatility_check(name, data, out, sources):
         steps = np.diff(carried_forward(yc), axis=1)
         volatility = np.sqrt(np.mean(steps ** 2, axis=1, keepdims=True))  # [B, 1, Dy]
         seen = ~np.isnan(yt)
-        for values, spread in ((fixed, sd), (own, volatility * leads)):
+        for values, spread in ((fixed, sd), (own, volatility * root_leads)):
             crps = np.where(seen, gaussian_crps(np.where(seen, yt, 0.0), mean, np.maximum(spread, 1e-12)), 0.0)
             values.extend(((crps * scale).sum((1, 2)) / np.maximum(seen.sum((1, 2)), 1)).tolist())
     block = overlap_block(task)
@@ -150,21 +150,20 @@ def volatility_check(name, data, out, sources):
             "gap": summarise(own - fixed, block)[:2], "windows": len(fixed)}
 
 
-def train(name, data, out, budget, extra, sources, lead_input=True, mirror=False, seed=0):
-    task, config = task_of(name, data, out, sources, lead_input, mirror)
+def train(task, config, run_dir, budget, extra, seed=0):
+    """``run_dir`` trained on ``task`` with ``config`` (:func:`task_of`) unless it holds a model."""
     if "path" not in config:  # a named dataset: fetched (or its error raised) before training
         from taylorformer.tasks import datasets
 
         datasets.fetch(task)
-    run_dir = Path(out) / name / f"seed{seed}"
+    run_dir = Path(run_dir)
     if (run_dir / "best.keras").exists():
-        return run_dir
+        return
     command = ["nice", "-n", "10", str(Path(sys.executable).with_name("taylorformer")), "train",
                "--task", task, "--task-config", json.dumps(config), "--time-budget", str(budget),
                "--seed", str(seed), "--no-eval", "--no-tensorboard", "--out", str(run_dir), *extra]
     print(" ".join(command), flush=True)
     subprocess.run(command, check=True)
-    return run_dir
 
 
 def score(run_dir):
@@ -189,7 +188,7 @@ def over_seeds(rows):
     windows for every seed), the model's CRPS per seed, their mean and its standard error
     over seeds (ddof 1), and per baseline the paired gaps (model minus baseline, with their
     window standard errors) per seed and their mean."""
-    baselines = [name for name in rows[0]["paired"]]
+    baselines = list(rows[0]["paired"])
     model = [row["model"]["mean"] for row in rows]
     out = {"seeds": len(rows), "model_per_seed": model, "model_mean": float(np.mean(model)),
            "model_seed_stderr": float(np.std(model, ddof=1) / np.sqrt(len(model))) if len(model) > 1 else None,
@@ -236,11 +235,13 @@ def main(argv=None):
     for name in args.series:
         rows = []
         try:
+            if not args.score_only:  # the task (and any data file it needs) once per series
+                task, config = task_of(name, args.data, args.out, sources, not args.no_lead_input,
+                                       name in args.mirror)
             for seed in args.seeds:
                 run_dir = Path(args.out) / name / f"seed{seed}"
                 if not args.score_only:
-                    run_dir = train(name, args.data, args.out, args.time_budget, args.extra.split(), sources,
-                                    not args.no_lead_input, name in args.mirror, seed)
+                    train(task, config, run_dir, args.time_budget, args.extra.split(), seed)
                 rows.append(score(run_dir))
                 print(name, seed, json.dumps(rows[-1]), flush=True)
             table[name] = {"runs": rows, "summary": over_seeds(rows)}

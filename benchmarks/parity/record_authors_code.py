@@ -37,6 +37,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 UNRECORDED_DEVICE = "CPU: 2-core x86-64, shared (model not recorded)"
 TAYLORFORMER_SETTING = ("the preset unchanged; batches of 8 tasks of 40 points (Nc ~ U{3..37}; the paper: 32 of "
                         "100); the authors' Adam 3e-4 without clipping on both sides; 512 test tasks")
+
+
 def relative(path):
     return os.path.relpath(path, ROOT)
 
